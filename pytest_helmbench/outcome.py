@@ -1,0 +1,89 @@
+"""The outcome of one case: plain JSON-able data that travels from an xdist worker to the controller.
+
+It carries the case's provenance (the exact content of every component it was composed from) so
+the controller can store content rows without reloading the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .cases import Case
+from .loader import BenchmarkInfo, Component
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe copy (YAML may hold dates): execnet and the database only take plain data."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _component(component: Component | None) -> dict[str, Any] | None:
+    if component is None:
+        return None
+    return {
+        "code": component.code, "title": component.title, "content": component.text, "severity": component.severity,
+        "style": component.style, "meta": plain(component.meta), "hash": component.hash,
+    }
+
+
+def provenance(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
+    """Everything storage needs to upsert the content rows this case was run with."""
+    scenario = case.scenario
+    pillar = info.pillar(scenario.pillar)
+    behaviour = info.behaviour(scenario.behaviour)
+    criteria = scenario.criteria
+    return {
+        "benchmark": {"version": info.version, "description": info.description, "hash": info.hash},
+        "pillar": {"code": pillar.code, "name": pillar.name, "description": pillar.description},
+        "behaviour": {"code": behaviour.code, "title": behaviour.title, "description": behaviour.description, "compliance": behaviour.compliance},
+        "scenario": {
+            "code": scenario.code, "title": scenario.title, "content": scenario.text, "category": scenario.category,
+            "response_format": scenario.response_format, "evaluation": asdict(scenario.evaluation),
+            "criteria": criteria.text if criteria else None, "risk": scenario.risk, "critical": scenario.critical,
+            "meta": plain(scenario.meta), "hash": scenario.hash,
+            "condition_codes": [c.code for c in scenario.conditions],
+            "user_context_codes": [u.code for u in scenario.user_contexts],
+        },
+        "condition": _component(case.condition),
+        "user_context": _component(case.user_context),
+        "perturbation": _component(case.perturbation),
+    }
+
+
+@dataclass
+class Outcome:
+    """Status, reason and accounting of one case (a Result row to be)."""
+
+    status: str
+    reason: str
+    model: str
+    case_code: str
+    nodeid: str
+    prompt: str
+    prompt_hash: str
+    provenance: dict[str, Any]
+    raw_response: str | None = None
+    answer: Any = None
+    expected: Any = None
+    actual: Any = None
+    details: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    judge_cost_usd: float | None = None
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+    finish_reason: str | None = None
+    attempts: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+        return cls(**data)

@@ -1,0 +1,232 @@
+"""Write outcomes to the database (outcome -> storage). Only the controller process writes.
+
+Each Result is committed in its own transaction together with its run's counters, so the counters
+always agree with the rows and a crash loses nothing that finished.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from .errors import HelmbenchError
+from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from .tables import (
+    LLM, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
+    ScenarioConditionLink, ScenarioUserContextLink, UserContext, utcnow,
+)
+from .loader import content_hash
+
+log = logging.getLogger(__name__)
+
+
+class StorageError(HelmbenchError):
+    """The database cannot be opened, migrated or written."""
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: inside the installed package, or the checkout's top-level migrations/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise StorageError("the Alembic migrations are missing from this installation (reinstall pytest-helmbench)")
+
+
+def alembic_config(db_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
+    return config
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+
+def make_engine(db_url: str) -> Engine:
+    """An engine for the URL; a SQLite file's folder is created, WAL and a busy timeout set."""
+    try:
+        url = make_url(db_url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError and friends
+        raise StorageError(f"--helmbench-db: {db_url!r} is not a valid SQLAlchemy URL ({exc})") from None
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30} if url.get_backend_name() == "sqlite" else {})
+    if url.get_backend_name() == "sqlite":
+        _sqlite_pragmas(engine)
+    return engine
+
+
+def upgrade(db_url: str) -> None:
+    """Apply every pending migration (idempotent)."""
+    try:
+        command.upgrade(alembic_config(db_url), "head")
+    except SQLAlchemyError as exc:
+        raise StorageError(f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+
+
+def safe_url(db_url: str) -> str:
+    """The URL with any password hidden, for messages."""
+    try:
+        return make_url(db_url).render_as_string(hide_password=True)
+    except Exception:
+        return "<invalid URL>"
+
+
+class Recorder:
+    """Stores the outcomes of one pytest session: one EvaluationRun per model, one Result per case."""
+
+    def __init__(self, db_url: str, session_id: str) -> None:
+        self.db_url = db_url
+        self.session_id = session_id
+        upgrade(db_url)
+        self.engine = make_engine(db_url)
+        self.runs: dict[str, int] = {}
+        self._ids: dict[tuple[Any, ...], int] = {}
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _upsert(self, session: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]) -> int:
+        key = (table.__name__, tuple(sorted(match.items())))
+        if key in self._ids:
+            return self._ids[key]
+        query = select(table)
+        for column, value in match.items():
+            query = query.where(getattr(table, column) == value)
+        row = session.exec(query).first()
+        if row is None:
+            row = table(**match, **values)
+            session.add(row)
+            session.flush()
+        self._ids[key] = row.id
+        return row.id
+
+    def _link(self, session: Session, table: type[SQLModel], **ids: int) -> None:
+        key = (table.__name__, tuple(sorted(ids.items())))
+        if key not in self._ids and session.get(table, tuple(ids.values())) is None:
+            session.add(table(**ids))
+            session.flush()
+        self._ids[key] = 1
+
+    def _content(self, session: Session, prov: dict[str, Any]) -> dict[str, int | None]:
+        """Upsert the content rows of one case by code and content hash; return their ids."""
+        b = prov["benchmark"]
+        benchmark_id = self._upsert(session, Benchmark, {"version": b["version"], "content_hash": b["hash"]}, {"description": b["description"]})
+        p = prov["pillar"]
+        pillar_id = self._upsert(session, Pillar, {"benchmark_id": benchmark_id, "code": p["code"], "content_hash": content_hash(p)}, {"name": p["name"], "description": p["description"]})
+        h = prov["behaviour"]
+        behaviour_id = self._upsert(
+            session, Behaviour, {"pillar_id": pillar_id, "full_code": h["code"], "content_hash": content_hash(h)},
+            {"code": h["code"].split("-")[-1], "title": h["title"], "description": h["description"], "compliance_criteria": h["compliance"]},
+        )
+        s = prov["scenario"]
+        scenario_id = self._upsert(
+            session, Scenario, {"behaviour_id": behaviour_id, "full_code": s["code"], "content_hash": s["hash"]},
+            {"code": s["code"].split("-")[-1], "title": s["title"], "content": s["content"], "category": s["category"],
+             "response_schema": s["response_format"], "evaluation_config": s["evaluation"], "criteria": s["criteria"],
+             "risk": s["risk"], "critical": s["critical"], "meta": s["meta"]},
+        )
+        ids: dict[str, int | None] = {"benchmark": benchmark_id, "scenario": scenario_id, "user_context": None}
+        for kind, table, link, column in (
+            ("condition", Condition, ScenarioConditionLink, "condition_id"),
+            ("user_context", UserContext, ScenarioUserContextLink, "user_context_id"),
+        ):
+            c = prov[kind]
+            if c is None:
+                continue
+            ids[kind] = self._upsert(session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c))
+            self._link(session, link, scenario_id=scenario_id, **{column: ids[kind]})
+        pt = prov["perturbation"]
+        ids["perturbation"] = self._upsert(
+            session, Perturbation, {"scenario_id": scenario_id, "code": pt["code"], "content_hash": pt["hash"]},
+            {**_component_values(pt), "full_code": f"{s['code']}-{pt['code']}", "style": pt["style"]},
+        )
+        return ids
+
+    def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> EvaluationRun:
+        if model in self.runs:
+            run = session.get(EvaluationRun, self.runs[model])
+            assert run is not None
+            return run
+        llm_id = self._upsert(session, LLM, {"model_id": model}, {})
+        run = EvaluationRun(benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options)
+        session.add(run)
+        session.flush()
+        return run
+
+    def record(self, outcome: Outcome, options: dict[str, Any]) -> int:
+        """Store one outcome and update its run's counters in one transaction; returns the run id."""
+        try:
+            with Session(self.engine) as session:
+                ids = self._content(session, outcome.provenance)
+                run = self._run(session, outcome.model, ids["benchmark"], options)
+                session.add(_result(outcome, run.id, ids))
+                _count(run, outcome)
+                session.add(run)
+                session.commit()
+                run_id = run.id
+        except SQLAlchemyError as exc:
+            self._ids.clear()
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        self.runs.setdefault(outcome.model, run_id)
+        return run_id
+
+    def finish(self, statuses: dict[str, str]) -> None:
+        """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model)."""
+        with Session(self.engine) as session:
+            for model, run_id in self.runs.items():
+                run = session.get(EvaluationRun, run_id)
+                if run is not None:
+                    run.status = statuses.get(model, "completed")
+                    run.finished_at = utcnow()
+                    session.add(run)
+            session.commit()
+
+
+def _component_values(c: dict[str, Any]) -> dict[str, Any]:
+    return {"title": c["title"], "content": c["content"], "severity": c["severity"], "meta": c["meta"]}
+
+
+def _result(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> Result:
+    return Result(
+        run_id=run_id, scenario_id=ids["scenario"], condition_id=ids["condition"], user_context_id=ids["user_context"],
+        perturbation_id=ids["perturbation"], case_code=outcome.case_code, nodeid=outcome.nodeid, status=outcome.status,
+        reason=outcome.reason, prompt=outcome.prompt, prompt_hash=outcome.prompt_hash, raw_response=outcome.raw_response,
+        parsed_answer=outcome.answer, expected=outcome.expected, actual=outcome.actual, evaluation_details=outcome.details,
+        latency_ms=outcome.latency_ms, prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
+        cost_usd=outcome.cost_usd, judge_cost_usd=outcome.judge_cost_usd, judge_prompt_tokens=outcome.judge_prompt_tokens,
+        judge_completion_tokens=outcome.judge_completion_tokens, finish_reason=outcome.finish_reason, attempts=outcome.attempts,
+    )
+
+
+def _count(run: EvaluationRun, outcome: Outcome) -> None:
+    """total_tests = passed + failed (the evaluated cases); errors and skips are counted apart."""
+    if outcome.status == PASSED:
+        run.passed_tests += 1
+    elif outcome.status == FAILED:
+        run.failed_tests += 1
+    elif outcome.status == ERROR:
+        run.error_tests += 1
+    elif outcome.status == SKIPPED:
+        run.skipped_tests += 1
+    run.total_tests = run.passed_tests + run.failed_tests
+    run.cost_usd += outcome.cost_usd or 0.0
+    run.judge_cost_usd += outcome.judge_cost_usd or 0.0
+    run.prompt_tokens += outcome.prompt_tokens or 0
+    run.completion_tokens += outcome.completion_tokens or 0

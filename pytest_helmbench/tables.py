@@ -1,0 +1,171 @@
+"""The database schema (SQLModel): the design note's data model, evolved only by Alembic migrations.
+
+Content rows (benchmark, pillar, behaviour, scenario, condition, user context, perturbation) are
+identified by code *and* content hash: an edited file adds a new row, and old Results keep pointing
+at the exact content they were run with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Benchmark(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("version", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    version: str
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    content_hash: str = Field(index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Pillar(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("benchmark_id", "code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    benchmark_id: int = Field(foreign_key="benchmark.id", index=True)
+    code: str = Field(index=True)
+    name: str
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    content_hash: str
+
+
+class Behaviour(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("pillar_id", "full_code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    pillar_id: int = Field(foreign_key="pillar.id", index=True)
+    code: str
+    full_code: str = Field(index=True)
+    title: str
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    compliance_criteria: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    content_hash: str
+
+
+class ScenarioConditionLink(SQLModel, table=True):
+    scenario_id: int = Field(foreign_key="scenario.id", primary_key=True)
+    condition_id: int = Field(foreign_key="condition.id", primary_key=True)
+
+
+class ScenarioUserContextLink(SQLModel, table=True):
+    scenario_id: int = Field(foreign_key="scenario.id", primary_key=True)
+    user_context_id: int = Field(foreign_key="usercontext.id", primary_key=True)
+
+
+class Scenario(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("behaviour_id", "full_code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    behaviour_id: int = Field(foreign_key="behaviour.id", index=True)
+    code: str
+    full_code: str = Field(index=True)
+    title: str = ""
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    category: Optional[str] = None
+    response_schema: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    evaluation_config: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    criteria: Optional[str] = Field(default=None, sa_column=Column(Text))
+    risk: Optional[str] = None
+    critical: bool = False
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    content_hash: str
+
+
+class Condition(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    code: str = Field(index=True)
+    title: str = ""
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    severity: int = 0
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    content_hash: str
+
+
+class UserContext(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    code: str = Field(index=True)
+    title: str = ""
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    severity: int = 0
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    content_hash: str
+
+
+class Perturbation(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("scenario_id", "code", "content_hash"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    scenario_id: int = Field(foreign_key="scenario.id", index=True)
+    code: str
+    full_code: str = Field(index=True)
+    title: str = ""
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    severity: int = 0
+    style: Optional[str] = None
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    content_hash: str
+
+
+class LLM(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_id: str = Field(unique=True, index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class EvaluationRun(SQLModel, table=True):
+    """One model in one pytest session. total_tests = passed + failed; errors and skips counted apart."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    benchmark_id: int = Field(foreign_key="benchmark.id", index=True)
+    llm_id: int = Field(foreign_key="llm.id", index=True)
+    session_id: str = Field(index=True)
+    status: str = "running"  # running | completed | interrupted
+    options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: Optional[datetime] = None
+    total_tests: int = 0
+    passed_tests: int = 0
+    failed_tests: int = 0
+    error_tests: int = 0
+    skipped_tests: int = 0
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Result(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="evaluationrun.id", index=True)
+    scenario_id: int = Field(foreign_key="scenario.id", index=True)
+    condition_id: int = Field(foreign_key="condition.id")
+    user_context_id: Optional[int] = Field(default=None, foreign_key="usercontext.id")
+    perturbation_id: int = Field(foreign_key="perturbation.id")
+    case_code: str = Field(index=True)
+    nodeid: str = ""
+    status: str  # passed | failed | error | skipped
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    prompt: str = Field(sa_column=Column(Text, nullable=False))
+    prompt_hash: str = Field(index=True)
+    raw_response: Optional[str] = Field(default=None, sa_column=Column(Text))
+    parsed_answer: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    expected: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    actual: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    evaluation_details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    latency_ms: Optional[float] = None
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    cost_usd: Optional[float] = None
+    judge_cost_usd: Optional[float] = None
+    judge_prompt_tokens: Optional[int] = None
+    judge_completion_tokens: Optional[int] = None
+    finish_reason: Optional[str] = None
+    attempts: Optional[int] = None
+    created_at: datetime = Field(default_factory=utcnow)
