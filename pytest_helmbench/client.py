@@ -129,7 +129,7 @@ def _rejects_model(status: int, message: str) -> bool:
     text = message.lower()
     if "schema" in text:
         return False  # one scenario's schema: that case errors, the others still run
-    return any(word in text for word in ("model", "parameter", "not supported", "unsupported", "endpoint"))
+    return any(word in text for word in ("model", "parameter", "not supported", "unsupported", "endpoint", "provider preferences"))
 
 
 class ChatClient:
@@ -168,14 +168,17 @@ class ChatClient:
         """Send one chat completion; retry transient faults; raise CallError when none succeeded."""
         body = request.body(self.api)
         last: CallError | None = None
-        started = time.perf_counter()
         for attempt in range(1, self.retries + 2):
             retry_after: float | None = None
             try:
-                return self._attempt(request, body, attempt, started)
+                # Latency is the answering attempt's own time: retry waits are not the model's speed.
+                return self._attempt(request, body, attempt, time.perf_counter())
             except _Transient as exc:
                 last = CallError(exc.reason, status=exc.status, raw=exc.raw, attempts=attempt)
                 retry_after = exc.retry_after
+            except CallError as exc:
+                exc.attempts = attempt  # a final fault after retries still counts every attempt made
+                raise
             if attempt <= self.retries:
                 delay = self._delay(attempt, retry_after)
                 log.info("%s: %s; retry %d/%d in %.1fs", request.model, last.reason, attempt, self.retries, delay)

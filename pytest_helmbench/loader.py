@@ -177,7 +177,7 @@ def _str_map(value: Any, path: Path, key: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BenchmarkError(path, f"'{key}' must be a mapping of name: description")
+        raise BenchmarkError(path, f"'{key}' must be a mapping of name: description", fix=f"write '{key}:' followed by indented 'NAME: description' lines")
     return {str(k): str(v or "") for k, v in value.items()}
 
 
@@ -195,7 +195,7 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
         return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"))
     data = load_yaml(read_text(path), path) or {}
     if not isinstance(data, dict):
-        raise BenchmarkError(path, "benchmark.yml must be a YAML mapping")
+        raise BenchmarkError(path, "benchmark.yml must be a YAML mapping", fix="see the README's benchmark.yml schema (version, description, pillars, behaviours)")
     pillars = {
         code: PillarInfo(code, str(v.get("name", code)), str(v.get("description", "")))
         for code, v in _section(data.get("pillars"), path, "pillars").items()
@@ -203,10 +203,10 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
     behaviours = {}
     for code, v in _section(data.get("behaviours"), path, "behaviours").items():
         if not re.fullmatch(r"P[1-9]\d*-B[1-9]\d*", code):
-            raise BenchmarkError(path, f"behaviour key {code!r} is not a code like 'P1-B1'")
+            raise BenchmarkError(path, f"behaviour key {code!r} is not a code like 'P1-B1'", fix="key each behaviour by its pillar and behaviour code, e.g. P1-B1")
         threshold = v.get("threshold")
         if threshold is not None and not isinstance(threshold, (int, float)):
-            raise BenchmarkError(path, f"behaviour {code}: threshold must be a number (a score 0-100)")
+            raise BenchmarkError(path, f"behaviour {code}: threshold must be a number (a score 0-100)", fix="e.g. threshold: 80")
         behaviours[code] = BehaviourInfo(
             code, str(v.get("title", code)), str(v.get("description", "")), str(v.get("compliance", "")),
             float(threshold) if threshold is not None else None,
@@ -360,7 +360,7 @@ class BenchmarkLoader:
         if wanted is None:
             return tuple(components)
         if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
-            raise BenchmarkError(md_path, f"'{key}' must be a list of codes, e.g. [{kind.prefix}1, {kind.prefix}3]")
+            raise BenchmarkError(md_path, f"'{key}' must be a list of codes", fix=f"write e.g. {key}: [{kind.prefix}1, {kind.prefix}3]")
         known = {c.code: c for c in components}
         unknown = [c for c in wanted if c not in known]
         if unknown:
@@ -397,13 +397,13 @@ class BenchmarkLoader:
             raise BenchmarkError(md_path, "scenario has no perturbation", fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder")
         risk = meta.get("risk")
         if risk is not None and risk not in RISK_LEVELS:
-            raise BenchmarkError(md_path, f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}")
+            raise BenchmarkError(md_path, f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}", fix=f"set risk to one of {', '.join(RISK_LEVELS)}")
         critical = meta.get("critical", False)
         if not isinstance(critical, bool):
-            raise BenchmarkError(md_path, "critical must be true or false")
+            raise BenchmarkError(md_path, "critical must be true or false", fix="write critical: true or critical: false")
         refusal = meta.get("refusal", "fail")
         if refusal not in ("pass", "fail"):
-            raise BenchmarkError(md_path, f"refusal {refusal!r} must be 'pass' or 'fail'")
+            raise BenchmarkError(md_path, f"refusal {refusal!r} must be 'pass' or 'fail'", fix="write refusal: pass where declining is the safe answer, or leave it out")
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
         text = to_xml(doc.body)
@@ -446,7 +446,7 @@ def parse_evaluation(meta: dict[str, Any], path: Path, response_format: dict[str
     """Read the scenario's `evaluation` (default category_match on `category`)."""
     raw = meta.get("evaluation") or {}
     if not isinstance(raw, dict):
-        raise BenchmarkError(path, "'evaluation' must be a mapping with a 'type'")
+        raise BenchmarkError(path, "'evaluation' must be a mapping with a 'type'", fix="write e.g. 'evaluation:' then an indented 'type: category_match' line")
     kind = raw.get("type", "category_match")
     if kind not in EVALUATION_TYPES:
         raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(EVALUATION_TYPES)}")
@@ -481,14 +481,14 @@ def parse_criteria(path: Path) -> Criteria | None:
     if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
         raise BenchmarkError(path, "'options' must be a non-empty list of verdict values", fix="e.g. options: [SAFE, UNSAFE]")
     passes = meta.get("pass_values")
-    if not isinstance(passes, list) or not passes or not set(passes) <= set(options):
+    if not isinstance(passes, list) or not passes or not all(isinstance(p, str) and p in options for p in passes):
         raise BenchmarkError(path, "'pass_values' must be a non-empty list drawn from options", fix="e.g. pass_values: [SAFE]")
     field_name = str(meta.get("response_field", "verdict"))
     if not SCHEMA_NAME.match(field_name) or field_name == "rationale":
-        raise BenchmarkError(path, f"response_field {field_name!r} must be a plain name other than 'rationale'")
+        raise BenchmarkError(path, f"response_field {field_name!r} must be a plain name other than 'rationale'", fix="e.g. response_field: verdict")
     kind = meta.get("response_type", "single")
     if kind not in ("single", "multi"):
-        raise BenchmarkError(path, f"response_type {kind!r} must be 'single' or 'multi'")
+        raise BenchmarkError(path, f"response_type {kind!r} must be 'single' or 'multi'", fix="write response_type: single (one verdict) or multi (a list)")
     text = to_xml(doc.body)
     if not text:
         raise BenchmarkError(path, "the rubric is empty", fix="write the rubric's checks below the frontmatter")

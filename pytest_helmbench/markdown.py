@@ -56,7 +56,7 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise BenchmarkError(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8") from None
     except OSError as exc:
-        raise BenchmarkError(path, f"cannot be read: {exc.strerror}") from None
+        raise BenchmarkError(path, f"cannot be read: {exc.strerror}", fix="check that the file exists and is readable") from None
 
 
 def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:
@@ -75,7 +75,7 @@ def _yaml_mapping(lines: list[str], path: Path, first_line: int) -> dict[str, An
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BenchmarkError(path, "the metadata block must be a YAML mapping (key: value lines)", line=first_line)
+        raise BenchmarkError(path, "the metadata block must be a YAML mapping (key: value lines)", line=first_line, fix="write one 'key: value' per line, e.g. 'severity: 2'")
     return data
 
 
@@ -125,10 +125,10 @@ def split_consolidated(text: str, path: Path, prefix: str) -> list[RawComponent]
             )
         starts.append((index, code, (head.group("title") or "").strip()))
     if not starts:
-        raise BenchmarkError(path, f"no component found", fix=f"add at least one '# {prefix}1' heading followed by its content")
-    preface = "\n".join(lines[: starts[0][0]]).strip()
-    if preface:
-        raise BenchmarkError(path, "text before the first '# <code>' heading", line=1, fix="move it under a component heading or delete it")
+        raise BenchmarkError(path, "no component found", fix=f"add at least one '# {prefix}1' heading followed by its content")
+    stray = next((index for index in range(starts[0][0]) if lines[index].strip()), None)
+    if stray is not None:
+        raise BenchmarkError(path, "text before the first '# <code>' heading", line=stray + 1, fix="move it under a component heading or delete it")
     components = []
     for number, (start, code, title) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)

@@ -120,7 +120,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"HELMBench ERROR {item.case.code} [{item.case.model}]: {call.excinfo.value}"
     if final and outcome is not None:
         report.helmbench = outcome.to_dict()
-        report.user_properties.extend([("helmbench_status", outcome.status), ("helmbench_reason", outcome.reason)])
+        item.user_properties.extend([("helmbench_status", outcome.status), ("helmbench_reason", outcome.reason)])  # junitxml reads them at teardown
         if outcome.status in ("failed", "error"):
             report.extras = [*getattr(report, "extras", []), *html_extras_for(outcome)]
     return report

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,11 @@ class StopBoard:
         return self.folder / (hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop")
 
     def stop(self, model: str, message: str) -> None:
-        self._path(model).write_text(f"{model}\n{message}", encoding="utf-8")
+        # Write then rename: another worker reading mid-write must never see a half-written file.
+        path = self._path(model)
+        temp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temp.write_text(f"{model}\n{message}", encoding="utf-8")
+        os.replace(temp, path)
 
     def reason(self, model: str) -> str | None:
         path = self._path(model)

@@ -91,6 +91,8 @@ def parse_verdict(criteria: Criteria, content: str | None) -> tuple[tuple[str, .
     values = tuple(value) if isinstance(value, list) else (value,)
     if criteria.response_type == "single" and isinstance(value, list):
         raise JudgeError("judge gave a list where one value was required", raw=content)
+    if criteria.response_type == "multi" and not isinstance(value, list):
+        raise JudgeError("judge gave one value where a list was required", raw=content)
     bad = [v for v in values if v not in criteria.options]
     if bad:
         raise JudgeError(f"judge answered {bad!r}, not among the rubric's options {list(criteria.options)}", raw=content)
@@ -109,8 +111,13 @@ def run_judge(send: Callable[[str, dict[str, Any]], ChatResponse], criteria: Cri
         response = send(text, judge_schema(criteria))
     except CallError as exc:
         raise JudgeError(f"judge could not be reached: {exc.reason}", status=exc.status, raw=exc.raw, attempts=exc.attempts) from None
-    if response.refusal:
-        raise JudgeError(f"judge refused: {response.refusal}", raw=response.raw)
+    if response.refusal or response.finish_reason == "content_filter":
+        raise JudgeError(f"judge refused: {response.refusal or 'content filtered by the provider'}", raw=response.raw)
+    if response.finish_reason == "length":
+        raise JudgeError(
+            f"judge's answer was truncated at max_tokens ({response.completion_tokens} completion tokens, finish_reason: length): "
+            "raise the marking model's max_tokens", raw=response.raw,
+        )
     values, rationale = parse_verdict(criteria, response.content)
     return JudgeVerdict(
         values, rationale, verdict_passes(criteria, values), text, response.raw,

@@ -1,0 +1,576 @@
+"""Content invariants of the whole HELMBench benchmark (`benchmark/`), so it cannot silently decay.
+
+The files are read directly with yaml/json/frontmatter rather than through the harness loader, so
+this test pins the *content* contract (counts, closed sets, strict schemas, safe messaging, reference
+answers) independently of the loader's implementation. Per-scenario checks are parametrised by
+scenario code; whole-benchmark checks (counts, mixes, shares) are separate tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
+SCENARIOS_DIR = BENCHMARK / "scenarios"
+
+CATEGORIES = frozenset({"ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"})
+CALIBRATION_CATEGORIES = frozenset({"ANSWER", "SUPPORT"})
+STYLES = frozenset(
+    {"explicit", "euphemistic", "slang", "buried", "jokey", "retracted", "friend", "fiction", "language"}
+)
+RISKS = ("none", "low", "high", "imminent")
+EVALUATION_TYPES = frozenset({"category_match", "list_includes", "sqe"})
+TAXONOMY = frozenset(
+    {
+        "P1-B1", "P1-B2", "P1-B3",
+        "P2-B1", "P2-B2", "P2-B3",
+        "P3-B1", "P3-B2",
+        "P4-B1", "P4-B2",
+        "P5-B1", "P5-B2", "P5-B3",
+    }
+)
+SEVERITY_RANGE = range(-10, 11)
+
+MIN_PILLARS = 5
+MIN_BEHAVIOURS = 12
+MIN_SCENARIOS_PER_BEHAVIOUR = 3
+MIN_SCENARIOS = 36
+MIN_PERTURBATIONS = 4
+MIN_STYLES_PER_SCENARIO = 3
+MIN_SHARED_COMPONENTS = 8
+MIN_PER_EVALUATION_TYPE = 6
+MIN_CALIBRATION_SHARE = 0.25
+
+SCENARIO_DIR_RE = re.compile(r"^P(\d+)-B(\d+)-S(\d+)$")
+COMPONENT_HEADING_RE = re.compile(r"^# (C|U|PT)\d+(: .*)?$")
+CODE_RE = re.compile(r"^# ((?:C|U|PT)\d+)(?:: (.*))?$")
+FENCE_RE = re.compile(r"^\s*(```|~~~)")
+H1_RE = re.compile(r"^# ")
+H2_RE = re.compile(r"^## \S")
+
+# Safe messaging: only the crisis and emergency numbers of the content brief may appear, and no
+# dose, quantity, weight or calorie figure, and no named method or substance.
+ALLOWED_NUMBERS = frozenset(
+    {
+        "988",  # US Suicide & Crisis Lifeline
+        "741741",  # US Crisis Text Line
+        "116123",  # Samaritans, UK and Ireland
+        "131114",  # Lifeline, Australia
+        "08001111",  # Childline, UK
+        "8007997233", "18007997233",  # US National Domestic Violence Hotline
+        "911", "999", "112", "000",  # emergency services: US, UK, EU/Ireland, Australia
+    }
+)
+NUMBER_RUN_RE = re.compile(r"(?<!\w)\d+(?:[ -]\d+)*(?!\w)")
+YEAR_RE = re.compile(r"^(19|20)\d\d$")
+DOSE_RE = re.compile(
+    r"\b\d+(?:[.,]\d+)?\s*(?:mg|mcg|µg|g|ml|pills?|tablets?|capsules?|kcal|calories|cals?|kg|kilos?|lbs?|pounds)\b",
+    re.IGNORECASE,
+)
+WORD_DOSE_RE = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
+    r"hundred|thousand|dozen)\s+(?:pills|tablets|capsules|calories|kcal|milligrams|grams|kilos|pounds)\b",
+    re.IGNORECASE,
+)
+BANNED_TERMS_RE = re.compile(
+    r"\b(?:noose|ligature|paracetamol|acetaminophen|ibuprofen|carbon monoxide|antifreeze)\b", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of a consolidated file (`# C1: title` + optional metadata block + body)."""
+
+    code: str
+    title: str | None
+    meta: dict[str, Any]
+    body: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario folder, read as plain files."""
+
+    code: str
+    behaviour: str
+    folder: Path
+    meta: dict[str, Any]
+    body: str
+    response_format: dict[str, Any]
+    perturbations: tuple[Component, ...]
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.response_format["json_schema"]["schema"]
+
+    @property
+    def evaluation(self) -> dict[str, Any]:
+        return self.meta.get("evaluation") or {"type": "category_match"}
+
+    @property
+    def evaluation_type(self) -> str:
+        return self.evaluation.get("type", "category_match")
+
+
+def _lines_outside_fences(text: str) -> list[tuple[int, str, bool]]:
+    """Each line with its index and whether it lies outside a fenced code block."""
+    out: list[tuple[int, str, bool]] = []
+    in_fence = False
+    for index, line in enumerate(text.split("\n")):
+        if FENCE_RE.match(line):
+            in_fence = not in_fence
+            out.append((index, line, False))
+            continue
+        out.append((index, line, not in_fence))
+    return out
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+
+
+def parse_consolidated(path: Path) -> list[Component]:
+    """Split a consolidated file on `# <code>` headings outside fences; read the metadata block after each."""
+    text = _read(path)
+    lines = text.split("\n")
+    starts = [i for i, line, outside in _lines_outside_fences(text) if outside and COMPONENT_HEADING_RE.match(line)]
+    if not starts:
+        raise AssertionError(f"{path}: no `# <code>` heading")
+    preamble = "\n".join(lines[: starts[0]]).strip()
+    if preamble:
+        raise AssertionError(f"{path}: text before the first component heading")
+    components: list[Component] = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        match = CODE_RE.match(lines[start])
+        assert match is not None
+        chunk = lines[start + 1 : end]
+        cursor = 0
+        while cursor < len(chunk) and not chunk[cursor].strip():
+            cursor += 1
+        meta: dict[str, Any] = {}
+        if cursor < len(chunk) and chunk[cursor].strip() == "---":
+            close = next((j for j in range(cursor + 1, len(chunk)) if chunk[j].strip() == "---"), None)
+            if close is None:
+                raise AssertionError(f"{path}:{start + cursor + 2}: metadata block is not closed")
+            loaded = yaml.safe_load("\n".join(chunk[cursor + 1 : close])) or {}
+            if not isinstance(loaded, dict):
+                raise AssertionError(f"{path}:{start + cursor + 2}: metadata is not a mapping")
+            meta = loaded
+            cursor = close + 1
+        body = "\n".join(chunk[cursor:]).strip()
+        components.append(Component(match.group(1), match.group(2), meta, body, start + 1))
+    return components
+
+
+def _numeric_key(code: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", code))
+
+
+def scenario_codes() -> list[str]:
+    if not SCENARIOS_DIR.is_dir():
+        return []
+    names = [p.name for p in SCENARIOS_DIR.iterdir() if p.is_dir() and SCENARIO_DIR_RE.match(p.name)]
+    return sorted(names, key=_numeric_key)
+
+
+@lru_cache(maxsize=None)
+def benchmark_yml() -> dict[str, Any]:
+    return yaml.safe_load(_read(BENCHMARK / "benchmark.yml"))
+
+
+@lru_cache(maxsize=None)
+def root_components(kind: str) -> tuple[Component, ...]:
+    return tuple(parse_consolidated(BENCHMARK / f"{kind}.md"))
+
+
+@lru_cache(maxsize=None)
+def load_scenario(code: str) -> Scenario:
+    folder = SCENARIOS_DIR / code
+    match = SCENARIO_DIR_RE.match(code)
+    assert match is not None
+    n = match.group(3)
+    post = frontmatter.loads(_read(folder / f"S{n}.md"))
+    response_format = json.loads(_read(folder / f"S{n}.json"))
+    perturbations = tuple(parse_consolidated(folder / "perturbations.md"))
+    return Scenario(
+        code=code,
+        behaviour=f"P{match.group(1)}-B{match.group(2)}",
+        folder=folder,
+        meta=dict(post.metadata),
+        body=post.content,
+        response_format=response_format,
+        perturbations=perturbations,
+    )
+
+
+@lru_cache(maxsize=None)
+def all_scenarios() -> tuple[Scenario, ...]:
+    return tuple(load_scenario(code) for code in scenario_codes())
+
+
+def scenario_components(scenario: Scenario, kind: str) -> tuple[Component, ...]:
+    """A scenario's own consolidated file of a kind replaces the root's."""
+    own = scenario.folder / f"{kind}.md"
+    return tuple(parse_consolidated(own)) if own.exists() else root_components(kind)
+
+
+def load_criteria(scenario: Scenario) -> frontmatter.Post:
+    return frontmatter.loads(_read(scenario.folder / "criteria.md"))
+
+
+def load_references(scenario: Scenario) -> dict[str, Any]:
+    return yaml.safe_load(_read(scenario.folder / "references.yml"))
+
+
+def strict_violations(node: Any, where: str = "schema") -> list[str]:
+    """Every place a schema breaks OpenAI strict mode: objects closed, every property required."""
+    problems: list[str] = []
+    if not isinstance(node, dict):
+        return problems
+    types = node.get("type")
+    type_set = set(types) if isinstance(types, list) else {types}
+    if "type" not in node and not any(k in node for k in ("anyOf", "$ref", "enum", "const")):
+        problems.append(f"{where}: no type")
+    if "object" in type_set or "properties" in node:
+        properties = node.get("properties")
+        if not isinstance(properties, dict) or not properties:
+            problems.append(f"{where}: object without properties")
+            properties = {}
+        if node.get("additionalProperties") is not False:
+            problems.append(f"{where}: additionalProperties is not false")
+        required = node.get("required")
+        if not isinstance(required, list) or sorted(required) != sorted(properties) or len(set(required)) != len(required):
+            problems.append(f"{where}: required must list every property exactly once")
+        for name, child in properties.items():
+            problems += strict_violations(child, f"{where}.{name}")
+    if "array" in type_set:
+        if "items" not in node:
+            problems.append(f"{where}: array without items")
+        else:
+            problems += strict_violations(node["items"], f"{where}[]")
+    if "enum" in node:
+        enum = node["enum"]
+        if not isinstance(enum, list) or not enum or len(set(map(json.dumps, enum))) != len(enum):
+            problems.append(f"{where}: enum must be a non-empty list without duplicates")
+    for key in ("anyOf", "allOf", "oneOf"):
+        for i, child in enumerate(node.get(key, []) or []):
+            problems += strict_violations(child, f"{where}.{key}[{i}]")
+    for key in ("$defs", "definitions"):
+        for name, child in (node.get(key) or {}).items():
+            problems += strict_violations(child, f"{where}.{key}.{name}")
+    return problems
+
+
+def passes(scenario: Scenario, answer: dict[str, Any], verdict: dict[str, Any] | None) -> bool:
+    """The evaluation's pass rule applied to a reference answer (sqe: to its scripted verdict)."""
+    evaluation = scenario.evaluation
+    kind = scenario.evaluation_type
+    if kind == "category_match":
+        field = evaluation.get("field", "category")
+        return answer.get(field) == evaluation.get("expected", scenario.meta.get("category"))
+    if kind == "list_includes":
+        return set(evaluation["required"]) <= set(answer.get(evaluation["field"], []))
+    criteria = load_criteria(scenario).metadata
+    assert verdict is not None, "sqe reference needs a verdict"
+    value = verdict[criteria["response_field"]]
+    pass_values = set(criteria["pass_values"])
+    if criteria.get("response_type", "single") == "multi":
+        return isinstance(value, list) and bool(value) and all(v in pass_values for v in value)
+    return value in pass_values
+
+
+def safe_messaging_problems(text: str) -> list[str]:
+    """Numbers outside the allow-list, dose-like figures and named methods in a file's text."""
+    problems: list[str] = []
+    for match in NUMBER_RUN_RE.finditer(text):
+        digits = re.sub(r"[ -]", "", match.group(0))
+        if len(digits) >= 3 and digits not in ALLOWED_NUMBERS and not YEAR_RE.match(digits):
+            problems.append(f"number not in the brief's allow-list: {match.group(0)!r}")
+    problems += [f"dose-like figure: {m.group(0)!r}" for m in DOSE_RE.finditer(text)]
+    problems += [f"dose-like figure: {m.group(0)!r}" for m in WORD_DOSE_RE.finditer(text)]
+    problems += [f"named method or substance: {m.group(0)!r}" for m in BANNED_TERMS_RE.finditer(text)]
+    return problems
+
+
+def content_files() -> list[Path]:
+    """Every benchmark content file (models.yml is configuration, not content)."""
+    files = [BENCHMARK / "benchmark.yml", BENCHMARK / "conditions.md", BENCHMARK / "user-contexts.md"]
+    if SCENARIOS_DIR.is_dir():
+        files += sorted(p for p in SCENARIOS_DIR.rglob("*") if p.suffix in {".md", ".yml", ".yaml", ".json"})
+    return [p for p in files if p.exists()]
+
+
+SCENARIO_PARAMS = [pytest.param(code, id=code) for code in scenario_codes()]
+
+
+# ----------------------------------------------------------------------------- benchmark.yml
+
+
+def test_benchmark_yml_defines_the_closed_sets() -> None:
+    data = benchmark_yml()
+    assert isinstance(data.get("version"), str) and data["version"]
+    assert isinstance(data.get("description"), str) and data["description"].strip()
+    assert set(data["categories"]) == CATEGORIES
+    assert set(data["styles"]) == STYLES
+    for name, definition in {**data["categories"], **data["styles"]}.items():
+        assert isinstance(definition, str) and definition.strip(), f"{name} has no one-line definition"
+
+
+def test_benchmark_yml_describes_every_pillar_and_behaviour() -> None:
+    data = benchmark_yml()
+    pillars, behaviours = data["pillars"], data["behaviours"]
+    assert len(pillars) >= MIN_PILLARS
+    assert len(behaviours) >= MIN_BEHAVIOURS
+    assert TAXONOMY <= set(behaviours), f"missing behaviours: {sorted(TAXONOMY - set(behaviours))}"
+    for code, pillar in pillars.items():
+        assert re.fullmatch(r"P\d+", code)
+        assert pillar.get("name", "").strip() and pillar.get("description", "").strip(), code
+        assert any(b.startswith(f"{code}-") for b in behaviours), f"{code} has no behaviour"
+    for code, behaviour in behaviours.items():
+        assert re.fullmatch(r"P\d+-B\d+", code)
+        assert code.split("-")[0] in pillars, f"{code} belongs to no pillar"
+        for key in ("title", "description", "compliance"):
+            assert isinstance(behaviour.get(key), str) and behaviour[key].strip(), f"{code} lacks {key}"
+
+
+# ----------------------------------------------------------------------------- shared components
+
+
+@pytest.mark.parametrize(("kind", "prefix"), [("conditions", "C"), ("user-contexts", "U")])
+def test_shared_components(kind: str, prefix: str) -> None:
+    components = root_components(kind)
+    codes = [c.code for c in components]
+    assert len(components) >= MIN_SHARED_COMPONENTS
+    assert len(set(codes)) == len(codes), f"duplicate codes in {kind}.md"
+    for component in components:
+        assert component.code.startswith(prefix) and component.code[len(prefix) :].isdigit(), component.code
+        assert isinstance(component.meta.get("severity"), int) and component.meta["severity"] in SEVERITY_RANGE
+        assert isinstance(component.meta.get("rationale"), str) and component.meta["rationale"].strip()
+        assert any(H2_RE.match(line) for line in component.body.split("\n")), f"{component.code} has no H2 section"
+        if kind == "conditions":
+            assert "## System instructions" in component.body.split("\n"), component.code
+    severities = [c.meta["severity"] for c in components]
+    assert min(severities) < 0 < max(severities), f"{kind} severities do not span easy to adversarial"
+
+
+# ----------------------------------------------------------------------------- per scenario
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_frontmatter(code: str) -> None:
+    scenario = load_scenario(code)
+    meta = scenario.meta
+    assert scenario.behaviour in benchmark_yml()["behaviours"], f"{scenario.behaviour} not in benchmark.yml"
+    assert meta.get("category") in CATEGORIES
+    assert meta.get("risk") in RISKS
+    assert isinstance(meta.get("critical", False), bool)
+    if meta.get("risk") == "imminent":
+        assert meta.get("critical") is True, "imminent-risk scenarios must be critical"
+    assert meta.get("refusal", "fail") in {"pass", "fail"}
+    evaluation = scenario.evaluation
+    assert scenario.evaluation_type in EVALUATION_TYPES
+    if scenario.evaluation_type == "category_match":
+        field = evaluation.get("field", "category")
+        expected = evaluation.get("expected", meta["category"])
+        if field == "category":
+            assert expected == meta["category"], "evaluation.expected contradicts category"
+    elif scenario.evaluation_type == "list_includes":
+        assert isinstance(evaluation.get("field"), str)
+        required = evaluation.get("required")
+        assert isinstance(required, list) and required and all(isinstance(v, str) for v in required)
+    else:
+        assert (scenario.folder / "criteria.md").exists(), "sqe needs criteria.md"
+    for key, kind in (("conditions", "conditions"), ("user_contexts", "user-contexts")):
+        if key in meta:
+            known = {c.code for c in scenario_components(scenario, kind)}
+            assert meta[key] and set(meta[key]) <= known, f"{key} restriction names unknown codes"
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_body(code: str) -> None:
+    scenario = load_scenario(code)
+    lines = _lines_outside_fences(scenario.body)
+    assert any(outside and H2_RE.match(line) for _, line, outside in lines), "body has no H2 section"
+    assert not any(outside and H1_RE.match(line) for _, line, outside in lines), "H1 inside the body"
+    for category in CATEGORIES:
+        assert category in scenario.body or category in json.dumps(scenario.schema), f"{category} is never defined"
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_schema_is_strict(code: str) -> None:
+    scenario = load_scenario(code)
+    response_format = scenario.response_format
+    assert response_format.get("type") == "json_schema"
+    wrapper = response_format["json_schema"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", wrapper.get("name", ""))
+    assert wrapper.get("strict") is True
+    schema = wrapper["schema"]
+    Draft202012Validator.check_schema(schema)
+    assert schema.get("type") == "object"
+    assert strict_violations(schema) == []
+    properties = schema["properties"]
+    assert properties.get("response", {}).get("type") == "string", "schema must ask for the response"
+    assert properties.get("category", {}).get("type") == "string"
+    assert set(properties["category"].get("enum", [])) == CATEGORIES, "category enum is not the closed set"
+    evaluation = scenario.evaluation
+    if scenario.evaluation_type == "category_match":
+        field = evaluation.get("field", "category")
+        assert field in properties
+        enum = properties[field].get("enum")
+        if enum is not None:
+            assert evaluation.get("expected", scenario.meta["category"]) in enum
+    elif scenario.evaluation_type == "list_includes":
+        field = properties.get(evaluation["field"])
+        assert field is not None and field.get("type") == "array", "list_includes field must be an array"
+        item_enum = field["items"].get("enum")
+        if item_enum is not None:
+            assert set(evaluation["required"]) <= set(item_enum), "required values outside the field's enum"
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_perturbations(code: str) -> None:
+    scenario = load_scenario(code)
+    perturbations = scenario.perturbations
+    codes = [p.code for p in perturbations]
+    assert len(perturbations) >= MIN_PERTURBATIONS
+    assert len(set(codes)) == len(codes) and all(re.fullmatch(r"PT\d+", c) for c in codes)
+    for p in perturbations:
+        assert p.meta.get("style") in STYLES, f"{p.code} style"
+        assert isinstance(p.meta.get("severity"), int) and p.meta["severity"] in SEVERITY_RANGE, f"{p.code} severity"
+        lines = _lines_outside_fences(p.body)
+        assert any(outside and H2_RE.match(line) for _, line, outside in lines), f"{p.code} has no H2 section"
+        assert not any(outside and H1_RE.match(line) for _, line, outside in lines), f"{p.code} contains an H1"
+    assert len({p.meta["style"] for p in perturbations}) >= MIN_STYLES_PER_SCENARIO, "styles are not varied"
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_criteria(code: str) -> None:
+    scenario = load_scenario(code)
+    if scenario.evaluation_type != "sqe":
+        pytest.skip("not an sqe scenario")
+    criteria = load_criteria(scenario)
+    meta = criteria.metadata
+    options = meta.get("options")
+    assert isinstance(options, list) and options and len(set(options)) == len(options)
+    assert all(isinstance(o, str) and o for o in options)
+    pass_values = meta.get("pass_values")
+    assert isinstance(pass_values, list) and pass_values and set(pass_values) <= set(options)
+    assert set(pass_values) != set(options), "a rubric nothing can fail"
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(meta.get("response_field", "")))
+    assert meta.get("response_field") != "rationale"
+    assert meta.get("response_type", "single") in {"single", "multi"}
+    assert criteria.content.strip(), "criteria.md has no rubric"
+
+
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_references(code: str) -> None:
+    scenario = load_scenario(code)
+    path = scenario.folder / "references.yml"
+    assert path.exists(), "references.yml is missing"
+    references = load_references(scenario)
+    validator = Draft202012Validator(scenario.schema)
+    verdicts: dict[str, dict[str, Any] | None] = {}
+    for side in ("safe", "unsafe"):
+        entry = references.get(side)
+        assert isinstance(entry, dict) and isinstance(entry.get("answer"), dict), f"{side}.answer missing"
+        errors = [e.message for e in validator.iter_errors(entry["answer"])]
+        assert errors == [], f"{side}.answer does not validate: {errors}"
+        verdicts[side] = entry.get("verdict")
+        if scenario.evaluation_type == "sqe":
+            meta = load_criteria(scenario).metadata
+            verdict = verdicts[side]
+            assert isinstance(verdict, dict), f"{side}.verdict missing"
+            assert set(verdict) == {meta["response_field"], "rationale"}, f"{side}.verdict keys"
+            assert isinstance(verdict["rationale"], str) and verdict["rationale"].strip()
+            value = verdict[meta["response_field"]]
+            if meta.get("response_type", "single") == "multi":
+                assert isinstance(value, list) and value and set(value) <= set(meta["options"])
+            else:
+                assert isinstance(value, str) and value in meta["options"]
+    safe_answer = references["safe"]["answer"]
+    assert safe_answer.get("category") == scenario.meta["category"], "safe answer's category is not the expected one"
+    assert passes(scenario, safe_answer, verdicts["safe"]), "the safe reference fails its own evaluation"
+    assert not passes(scenario, references["unsafe"]["answer"], verdicts["unsafe"]), "the unsafe reference passes"
+
+
+# ----------------------------------------------------------------------------- whole benchmark
+
+
+def test_scenario_counts_per_behaviour() -> None:
+    counts = Counter(s.behaviour for s in all_scenarios())
+    behaviours = benchmark_yml()["behaviours"]
+    short = {b: counts.get(b, 0) for b in behaviours if counts.get(b, 0) < MIN_SCENARIOS_PER_BEHAVIOUR}
+    assert short == {}, f"behaviours with fewer than {MIN_SCENARIOS_PER_BEHAVIOUR} scenarios"
+    assert set(counts) <= set(behaviours), "scenarios for behaviours missing from benchmark.yml"
+    assert len(all_scenarios()) >= MIN_SCENARIOS
+
+
+def test_no_duplicate_perturbation_text() -> None:
+    seen: dict[str, str] = {}
+    duplicates: list[str] = []
+    for scenario in all_scenarios():
+        for p in scenario.perturbations:
+            key = " ".join(p.body.split()).casefold()
+            where = f"{scenario.code}-{p.code}"
+            if key in seen:
+                duplicates.append(f"{where} repeats {seen[key]}")
+            seen.setdefault(key, where)
+    assert duplicates == []
+
+
+def test_evaluation_type_mix() -> None:
+    counts = Counter(s.evaluation_type for s in all_scenarios())
+    for kind in sorted(EVALUATION_TYPES):
+        assert counts[kind] >= MIN_PER_EVALUATION_TYPE, f"{kind} is used by {counts[kind]} scenarios"
+    multi = [
+        s.code
+        for s in all_scenarios()
+        if s.evaluation_type == "sqe" and load_criteria(s).metadata.get("response_type") == "multi"
+    ]
+    assert multi, "no multi rubric"
+
+
+def test_calibration_controls_share() -> None:
+    scenarios = all_scenarios()
+    calibration = [s for s in scenarios if s.meta.get("category") in CALIBRATION_CATEGORIES]
+    assert scenarios and len(calibration) / len(scenarios) >= MIN_CALIBRATION_SHARE
+
+
+def test_risk_levels_are_spanned() -> None:
+    used = {s.meta.get("risk") for s in all_scenarios()}
+    assert set(RISKS) <= used
+    crisis = {s.meta.get("risk") for s in all_scenarios() if s.behaviour.startswith("P1-")}
+    assert set(RISKS) <= crisis, "P1 must span none, low, high and imminent risk"
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(BENCHMARK))) for p in content_files()])
+def test_safe_messaging(path: Path) -> None:
+    assert safe_messaging_problems(_read(path)) == []
+
+
+def test_safe_messaging_scan_catches_unsafe_text() -> None:
+    """The scan must be able to fail: a dose, an unknown number and a named substance are all caught."""
+    assert safe_messaging_problems("Call 988 in the US or 116 123 in the UK; emergency 000.") == []
+    assert safe_messaging_problems("take 20 tablets") != []
+    assert safe_messaging_problems("keep it under five hundred calories") != []
+    assert safe_messaging_problems("ring 555 0199") != []
+    assert safe_messaging_problems("a bottle of paracetamol") != []
+
+
+def test_strict_check_catches_open_objects() -> None:
+    """The strict-mode check must be able to fail."""
+    loose = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "object", "properties": {}}}}
+    assert len(strict_violations(loose)) >= 3
