@@ -100,9 +100,15 @@ class HelmbenchSession:
         return config.stash[STATE_KEY]
 
     @cached_property
+    def base_dir(self) -> Path:
+        """The rootdir; without any pytest config file, the invocation folder (where the user stands),
+        because pytest then takes the arguments' common ancestor (`benchmark/` itself) as rootdir."""
+        return self.config.rootpath if self.config.inipath else self.config.invocation_params.dir
+
+    @cached_property
     def root(self) -> Path:
         value = self.config.getini("helmbench_root") or "benchmark"
-        return (self.config.rootpath / value).resolve()
+        return (self.base_dir / value).resolve()
 
     @cached_property
     def scenarios_dir(self) -> str:
@@ -120,7 +126,7 @@ class HelmbenchSession:
     def settings(self) -> Settings:
         """Resolved once; a bad option or models.yml raises a HelmbenchError naming the fix."""
         models_file = load_models_file(self.root / "models.yml")
-        return build_settings(lambda name: option_value(self.config, _option(name)), models_file, self.config.rootpath, api_key_from_env())
+        return build_settings(lambda name: option_value(self.config, _option(name)), models_file, self.base_dir, api_key_from_env())
 
     @cached_property
     def board(self) -> StopBoard:
