@@ -220,6 +220,94 @@ def db_upgrade(db: str = typer.Option(None, "--db", help="SQLAlchemy URL (defaul
     typer.echo(f"database {safe_url(url)} is at the latest schema")
 
 
+# --- reports and exports (issue 6) ------------------------------------------------------------
+
+RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
+DbOption = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")
+
+
+def open_existing_db(db: Optional[str]) -> "sqlalchemy.engine.Engine":
+    """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
+    from sqlalchemy.engine import make_url
+
+    url = db or default_db()
+    try:
+        parsed = make_url(url)
+    except Exception:
+        fail(f"--db: {url!r} is not a valid SQLAlchemy URL")
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).expanduser().is_file():
+            fail(f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)")
+    try:
+        upgrade(url)
+        return make_engine(url)
+    except StorageError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def report(
+    run_id: Optional[list[int]] = RunIdOption,
+    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
+    db: Optional[str] = DbOption,
+) -> None:
+    """Write one self-contained HTML page comparing models and runs (default: the latest run of each model)."""
+    from .dataset import DatasetError, load_report_data
+    from .report import render_report, summaries, summary_line
+
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            data = load_report_data(session, run_id or None, source=safe_url(db or default_db()))
+    except DatasetError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    page = render_report(data)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    typer.echo(f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, {len(data.failures)} failures and errors)")
+    for summary in summaries(data):
+        typer.echo(summary_line(summary))
+
+
+@app.command("export")
+def export_results(
+    fmt: str = typer.Option(..., "--format", help="csv, json (one list) or jsonl (one object per line)"),
+    out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
+    run_id: Optional[list[int]] = RunIdOption,
+    db: Optional[str] = DbOption,
+) -> None:
+    """Write one row per stored Result (default: every run) for pandas and other tools."""
+    import sys
+
+    from .dataset import DatasetError, resolve_run_ids
+    from .export import FORMATS, export
+
+    if fmt not in FORMATS:
+        fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+            if out == "-":
+                count = export(session, fmt, sys.stdout, ids)  # type: ignore[arg-type]
+                sys.stdout.flush()
+            else:
+                with open(out, "w", encoding="utf-8", newline="") as handle:
+                    count = export(session, fmt, handle, ids)  # type: ignore[arg-type]
+    except DatasetError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+    typer.echo(f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True)
+
+
 def main() -> None:
     app()
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import httpx
 
 from .errors import HelmbenchError
+from .ratelimit import AdaptiveLimiter
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,13 @@ class ChatResponse:
     provider: str | None = None
 
 
+def _json_or_none(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
 def _error_message(data: Any, fallback: str) -> tuple[str, dict[str, Any]]:
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         err = data["error"]
@@ -127,8 +135,8 @@ def _rejects_model(status: int, message: str) -> bool:
     if status == 404:
         return True
     text = message.lower()
-    if "schema" in text:
-        return False  # one scenario's schema: that case errors, the others still run
+    if "schema" in text or "context length" in text or "context_length" in text or "too long" in text:
+        return False  # one scenario's schema or one long prompt: that case errors, the others still run
     return any(word in text for word in ("model", "parameter", "not supported", "unsupported", "endpoint", "provider preferences"))
 
 
@@ -138,7 +146,7 @@ class ChatClient:
     def __init__(
         self, base_url: str, api_key: str, *, api: str = "openrouter", timeout: float = 120.0,
         retries: int = 5, backoff: float = 1.0, free: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = time.sleep, limiter: AdaptiveLimiter | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api = api
@@ -146,6 +154,7 @@ class ChatClient:
         self.backoff = backoff
         self.free = free
         self._sleep = sleep
+        self.limiter = limiter or AdaptiveLimiter(1_000_000)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -171,11 +180,16 @@ class ChatClient:
         for attempt in range(1, self.retries + 2):
             retry_after: float | None = None
             try:
-                # Latency is the answering attempt's own time: retry waits are not the model's speed.
-                return self._attempt(request, body, attempt, time.perf_counter())
+                with self.limiter.slot():
+                    # Latency is the answering attempt's own time: retry waits are not the model's speed.
+                    response = self._attempt(request, body, attempt, time.perf_counter())
+                self.limiter.on_success()
+                return response
             except _Transient as exc:
                 last = CallError(exc.reason, status=exc.status, raw=exc.raw, attempts=attempt)
                 retry_after = exc.retry_after
+                if exc.status == 429:
+                    self.limiter.on_rate_limited()
             except CallError as exc:
                 exc.attempts = attempt  # a final fault after retries still counts every attempt made
                 raise
@@ -194,42 +208,39 @@ class ChatClient:
         except httpx.TransportError as exc:
             raise _Transient(f"connection failed: {type(exc).__name__}") from None
         latency_ms = (time.perf_counter() - started) * 1000.0
-        raw = response.text
-        try:
-            data = json.loads(raw) if raw.strip() else None
-        except json.JSONDecodeError:
-            data = None
-        status = response.status_code
-        if status != 200:
-            self._raise_for_status(response, data, raw)
+        if response.status_code != 200:
+            self._raise_for_status(response, _json_or_none(response.text), response.text)
+        return self.parse_completion(response.text, model=request.model, latency_ms=latency_ms, attempts=attempt)
+
+    def parse_completion(self, raw: str, *, model: str, latency_ms: float, attempts: int) -> ChatResponse:
+        """Read a 200 body (fresh, or replayed from the cache); provider errors in it are transient."""
+        data = _json_or_none(raw)
         if not isinstance(data, dict):
-            raise _Transient("provider returned a body that is not JSON", status=status, raw=raw)
+            raise _Transient("provider returned a body that is not JSON", status=200, raw=raw)
         choices = data.get("choices")
         if "error" in data and not choices:
             message, _ = _error_message(data, "provider error")
-            raise _Transient(f"provider error inside a 200 response: {message}", status=status, raw=raw)
-        if not isinstance(choices, list) or not choices:
-            raise _Transient("provider returned no choices", status=status, raw=raw)
-        choice = choices[0] or {}
+            raise _Transient(f"provider error inside a 200 response: {message}", status=200, raw=raw)
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _Transient("provider returned no choices", status=200, raw=raw)
+        choice = choices[0]
         finish = choice.get("finish_reason")
         if finish == "error":
             message, _ = _error_message({"error": choice.get("error")}, "provider error")
-            raise _Transient(f"provider error in the choice: {message}", status=status, raw=raw)
-        message = choice.get("message") or {}
+            raise _Transient(f"provider error in the choice: {message}", status=200, raw=raw)
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         content = message.get("content")
-        usage = data.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return ChatResponse(
             content=content if isinstance(content, str) else None,
             refusal=message.get("refusal") or None,
             finish_reason=finish,
             raw=raw,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=self._cost(request.model, usage),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            cost_usd=self._cost(model, usage),
             latency_ms=latency_ms,
-            attempts=attempt,
+            attempts=attempts,
             generation_id=data.get("id"),
             provider=data.get("provider"),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +15,7 @@ API_KINDS = ("openrouter", "openai")
 LOCAL_PREFIX = "local/"
 KEY_ENV = "OPENROUTER_API_KEY"
 DRY_RUN_REASON = "dry run"
+CACHE_MODES = ("off", "read", "write", "on")
 
 # Request settings a models.yml entry may carry (besides `id`); anything else is an error so typos surface.
 _MODEL_KEYS = {"id", "base_url", "api", "max_tokens", "temperature", "seed", "timeout", "reasoning", "provider", "extra_body"}
@@ -105,6 +106,14 @@ class Settings:
     timeout: float
     retries: int
     backoff: float
+    concurrency: int = 1
+    cache_mode: str = "off"
+    cache_ttl: float | None = None
+    max_cost: float | None = None
+    repeat: int = 1
+    sample: int | None = None
+    sample_seed: int = 0
+    fail_under: float | None = None
     api_key: str = field(default="", repr=False)
 
     @property
@@ -138,6 +147,14 @@ class Settings:
             "timeout": self.timeout,
             "retries": self.retries,
             "backoff": self.backoff,
+            "concurrency": self.concurrency,
+            "cache": self.cache_mode,
+            "cache_ttl_seconds": self.cache_ttl,
+            "max_cost_usd": self.max_cost,
+            "repeat": self.repeat,
+            "sample": self.sample,
+            "sample_seed": self.sample_seed,
+            "fail_under": self.fail_under,
         }
 
 
@@ -149,7 +166,8 @@ class Option:
     help: str
     env: str | None = None
     default: Any = None
-    kind: str = "string"  # string | bool | list
+    kind: str = "string"  # string | bool | list | optional (flag with an optional value)
+    const: str | None = None  # the value of an `optional` flag given without one
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -166,7 +184,35 @@ OPTIONS: tuple[Option, ...] = (
     Option("retries", "retries of a transient failure (429, 5xx, timeouts) before the case errors (default 5)", "HELMBENCH_RETRIES", "5"),
     Option("backoff", "first retry delay in seconds, doubled each retry, capped at 60 (default 1)", "HELMBENCH_BACKOFF", "1"),
     Option("select", "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); comma-separated, repeatable", "HELMBENCH_SELECT", kind="list"),
+    Option("concurrency", "model calls in flight at once in one process (default 8; adaptive on 429; use -n or this, not both)", "HELMBENCH_CONCURRENCY", "8"),
+    Option("cache", "response cache: off, read, write or on (default: on at temperature 0, else off)", "HELMBENCH_CACHE"),
+    Option("cache-ttl", "ignore cached responses older than this (e.g. 30d, 12h; default: never expire)", "HELMBENCH_CACHE_TTL"),
+    Option("max-cost", "USD ceiling for this session across all workers; cases past it are recorded as skipped", "HELMBENCH_MAX_COST"),
+    Option("resume", "complete the latest incomplete run of each model (or =RUN_ID): run only missing, errored or changed cases", "HELMBENCH_RESUME", kind="optional", const="latest"),
+    Option("retry-errors", "rerun only the errored cases of each model's latest run (or =RUN_ID), in that run", "HELMBENCH_RETRY_ERRORS", kind="optional", const="latest"),
+    Option("estimate", "print expected tokens and USD for the selected cases, then stop (nothing is sent)", "HELMBENCH_ESTIMATE", False, "bool"),
+    Option("repeat", "run each case N times (pass rate with a 95% Wilson interval, pass^k)", "HELMBENCH_REPEAT", "1"),
+    Option("sample", "run N cases picked deterministically (seeded), stratified so every behaviour is represented", "HELMBENCH_SAMPLE"),
+    Option("sample-seed", "seed of --helmbench-sample (default 0)", "HELMBENCH_SAMPLE_SEED", "0"),
+    Option("fail-under", "exit non-zero when a model's score (0-100) is below this; see README for exit statuses", "HELMBENCH_FAIL_UNDER"),
 )
+
+
+def parse_ttl(text: str | None) -> float | None:
+    """'30d', '12h', '45m', '90s' or plain seconds; empty means no expiry."""
+    if not text:
+        return None
+    units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+    value = text.strip().lower()
+    factor = units.get(value[-1], None)
+    number = value[:-1] if factor else value
+    try:
+        seconds = float(number) * (factor or 1.0)
+    except ValueError:
+        raise ValueError(f"--helmbench-cache-ttl: {text!r} is not a duration like 30d, 12h, 45m or 90s") from None
+    if seconds <= 0:
+        raise ValueError("--helmbench-cache-ttl must be positive")
+    return seconds
 
 
 def _number(raw: Any, name: str, cast: Callable[[str], Any], low: float | None = None) -> Any:
@@ -191,6 +237,15 @@ def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: 
         raise ConfigError(f"--helmbench-api: {api!r} must be one of {', '.join(API_KINDS)}")
     marking_id = get("marking-model") or models_file.marking_model
     seed = get("seed")
+    temperature = _number(get("temperature"), "temperature", float, 0)
+    cache_mode = str(get("cache") or ("on" if temperature == 0 else "off"))
+    if cache_mode not in CACHE_MODES:
+        raise ConfigError(f"--helmbench-cache: {cache_mode!r} must be one of {', '.join(CACHE_MODES)}")
+    try:
+        cache_ttl = parse_ttl(get("cache-ttl"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    optional = {name: get(name) for name in ("max-cost", "sample", "fail-under")}
     return Settings(
         models=tuple(models_file.get(i) for i in dict.fromkeys(ids)),
         marking_model=models_file.get(marking_id) if marking_id else None,
@@ -198,12 +253,20 @@ def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: 
         base_url=str(get("base-url")).rstrip("/"),
         api=api,
         dry_run=bool(get("dry-run")),
-        temperature=_number(get("temperature"), "temperature", float, 0),
+        temperature=temperature,
         max_tokens=_number(get("max-tokens"), "max-tokens", int, 1),
         seed=_number(seed, "seed", int) if seed not in (None, "") else None,
         timeout=_number(get("timeout"), "timeout", float, 0.001),
         retries=_number(get("retries"), "retries", int, 0),
         backoff=_number(get("backoff"), "backoff", float, 0),
+        concurrency=_number(get("concurrency"), "concurrency", int, 1),
+        cache_mode=cache_mode,
+        cache_ttl=cache_ttl,
+        max_cost=_number(optional["max-cost"], "max-cost", float, 0) if optional["max-cost"] else None,
+        repeat=_number(get("repeat"), "repeat", int, 1),
+        sample=_number(optional["sample"], "sample", int, 1) if optional["sample"] else None,
+        sample_seed=_number(get("sample-seed"), "sample-seed", int),
+        fail_under=_number(optional["fail-under"], "fail-under", float, 0) if optional["fail-under"] else None,
         api_key=api_key,
     )
 
@@ -214,7 +277,3 @@ def env_flag(value: str) -> bool:
 
 def api_key_from_env() -> str:
     return os.environ.get(KEY_ENV, "").strip()
-
-
-def with_models(settings: Settings, models: tuple[ModelConfig, ...]) -> Settings:
-    return replace(settings, models=models)

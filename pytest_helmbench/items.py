@@ -7,6 +7,7 @@ a call that could not be made is an ERROR, an unsafe or invalid answer is a FAIL
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import Future
 from typing import Any, Iterator
 
 import pytest
@@ -14,9 +15,9 @@ import pytest
 from .cases import Case, expand
 from .errors import HelmbenchError
 from .outcome import FAILED, Outcome
-from .prompt import ComposedPrompt, compose
+from .prompt import compose
 from .reporting import failure_text
-from .runner import CaseError, ModelStopped
+from .runner import CaseError, CaseSkipped, ModelStopped
 from .session import HelmbenchSession
 from .config import DRY_RUN_REASON
 
@@ -40,11 +41,12 @@ class ScenarioFile(pytest.File):
         state = HelmbenchSession.get(self.config)
         scenario = state.load_scenario(self.path)
         models = state.settings.model_ids
+        repeats = state.settings.repeat
         for message in state.new_warnings():
             warnings.warn(HelmbenchWarning(message), stacklevel=1)
         for case in expand(scenario, models):
-            name = case.code if len(models) == 1 else f"{case.code}[{case.model}]"
-            yield CaseItem.from_parent(self, name=name, case=case)
+            for repeat in range(repeats):
+                yield CaseItem.from_parent(self, name=item_name(case, len(models) > 1, repeat if repeats > 1 else None), case=case, repeat=repeat)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, HelmbenchError):
@@ -52,43 +54,58 @@ class ScenarioFile(pytest.File):
         return super().repr_failure(excinfo)
 
 
-def case_marker(case: Case) -> pytest.MarkDecorator:
+def item_name(case: Case, with_model: bool, repeat: int | None) -> str:
+    """`CODE`, `CODE[model]`, `CODE[r0]` or `CODE[model,r0]`."""
+    parts = ([case.model] if with_model else []) + ([f"r{repeat}"] if repeat is not None else [])
+    return f"{case.code}[{','.join(parts)}]" if parts else case.code
+
+
+def case_marker(case: Case, repeat: int) -> pytest.MarkDecorator:
     """`-m "helmbench(behaviour='P1-B1')"`: exact, segment-aware selection through a marker."""
     return pytest.mark.helmbench(
         code=case.code, pillar=case.scenario.pillar, behaviour=case.scenario.behaviour, scenario=case.scenario.code,
         condition=case.condition.code, user_context=case.user_context.code if case.user_context else None,
         perturbation=case.perturbation.code, style=case.perturbation.style, model=case.model,
-        critical=case.scenario.critical, risk=case.scenario.risk,
+        critical=case.scenario.critical, risk=case.scenario.risk, repeat=repeat,
     )
 
 
 class CaseItem(pytest.Item):
     """One case: setup() calls the model and evaluates; runtest() reports the verdict."""
 
-    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+    def __init__(self, *, case: Case, repeat: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
-        self.prompt: ComposedPrompt | None = None
+        self.repeat = repeat
+        self.prefetch: Future[Outcome] | None = None  # set when the call was submitted ahead (concurrency)
         self.outcome: Outcome | None = None
-        self.add_marker(case_marker(case))
+        self.add_marker(case_marker(case, repeat))
         self.user_properties.extend([
             ("helmbench_code", case.code), ("helmbench_model", case.model), ("helmbench_scenario", case.scenario.code),
             ("helmbench_condition", case.condition.code), ("helmbench_user_context", case.user_context.code if case.user_context else ""),
-            ("helmbench_perturbation", case.perturbation.code),
+            ("helmbench_perturbation", case.perturbation.code), ("helmbench_repeat", str(repeat)),
         ])
 
     def setup(self) -> None:
         state = HelmbenchSession.get(self.config)
-        self.prompt = compose(self.case)
         if state.settings.is_dry_run(state.settings.model(self.case.model)):
+            compose(self.case)
             pytest.skip(DRY_RUN_REASON)
         try:
-            self.outcome = state.executor.run(self.case, self.prompt, self.nodeid)
+            if self.prefetch is not None:
+                self.outcome = self.prefetch.result()
+            else:
+                self.outcome = state.executor.run(self.case, compose(self.case), self.nodeid, self.repeat)
         except ModelStopped as exc:
             pytest.skip(str(exc))
+        except CaseSkipped as exc:
+            self.outcome = exc.outcome
+            pytest.skip(exc.outcome.reason)
         except CaseError as exc:
             self.outcome = exc.outcome
             raise
+        finally:
+            self.prefetch = None
 
     def runtest(self) -> None:
         if self.outcome is not None and self.outcome.status == FAILED:

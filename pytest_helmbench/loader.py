@@ -234,7 +234,7 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     severity = _severity(raw.meta, path, raw.line, raw.code)
     title = raw.title or str(raw.meta.get("title", ""))
     text = to_xml(raw.body)
-    return Component(kind.name, raw.code, title, raw.body, text, raw.meta, severity, path, raw.line, content_hash(kind.name, raw.code, text, raw.meta))
+    return Component(kind.name, raw.code, title, raw.body, text, raw.meta, severity, path, raw.line, content_hash(kind.name, raw.code, text, {k: v for k, v in raw.meta.items() if k != "title"}))
 
 
 def parse_individual(kind: Kind, path: Path) -> Component:
@@ -407,7 +407,7 @@ class BenchmarkLoader:
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
         text = to_xml(doc.body)
-        category = meta.get("category")
+        category = meta.get("category", evaluation.expected)
         return Scenario(
             code=code, pillar=pillar, behaviour=behaviour, path=md_path, title=str(meta.get("title", "")), meta=meta,
             text=text, response_format=response_format, evaluation=evaluation, criteria=criteria,

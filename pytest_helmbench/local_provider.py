@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import IO
+from typing import IO, NoReturn
 
 from pytest_helmbench.errors import HelmbenchError
 
@@ -464,11 +464,11 @@ class LocalServer:
                     assert proc.stdin is not None
                     proc.stdin.close()
                 try:
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     proc.terminate()
                     try:
-                        proc.wait(timeout=5)
+                        proc.wait(timeout=3)
                     except subprocess.TimeoutExpired:
                         proc.kill()
                         proc.wait()
@@ -517,14 +517,7 @@ def _watch_parent(stop: threading.Event) -> None:
     stop.set()
 
 
-def _shutdown(holder: list[object], timeout: float = 5.0) -> None:
-    """Drop the only reference so the server's destructor drains its loop, but never hang the exit on it."""
-    finisher = threading.Thread(target=holder.clear, daemon=True)
-    finisher.start()
-    finisher.join(timeout)
-
-
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace) -> int:  # returns only on failure
     """Child process: run the server until the parent goes away or sends SIGTERM."""
     ready = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native library output goes to the log too
@@ -535,11 +528,11 @@ def serve(args: argparse.Namespace) -> int:
     threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
     try:
         xlc = import_xllamacpp()
-        holder: list[object] = [xlc.Server(_build_params(xlc, args))]  # the only reference, see _shutdown
+        server = xlc.Server(_build_params(xlc, args))
     except (LocalProviderError, RuntimeError) as exc:
         log.error("could not start the server: %s", exc)
         return 1
-    address = str(holder[0].listening_address)  # type: ignore[attr-defined]
+    address = str(server.listening_address)
     log.info("listening on %s (weights=%s, pid=%d)", address, args.weights, os.getpid())
     try:
         ready.write(address + "\n")
@@ -550,12 +543,12 @@ def serve(args: argparse.Namespace) -> int:
         if os.getppid() != parent:  # re-parented: the parent died without closing the pipe
             break
     log.info("stopping (pid=%d)", os.getpid())
-    _shutdown(holder)
-    log.info("stopped")
-    return 0
+    # Exit while `server` is still referenced: its destructor waits for in-flight requests while
+    # holding the GIL (signals then wait too). The OS closes the socket and frees the model.
+    _hard_exit(0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.local_provider")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run a llama.cpp server until stdin closes")
@@ -572,11 +565,16 @@ def main(argv: list[str] | None = None) -> int:
         handler = logging.FileHandler(args.log)
     handler.setFormatter(logging.Formatter("%(asctime)s helmbench-local %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    code = serve(args)
+    _hard_exit(serve(args))
+
+
+def _hard_exit(code: int) -> NoReturn:
+    """Exit now, skipping interpreter teardown: native server threads must not block the exit."""
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip interpreter teardown: native server threads must not block the exit
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _stderr_is(path: Path) -> bool:
@@ -588,4 +586,4 @@ def _stderr_is(path: Path) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

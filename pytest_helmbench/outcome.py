@@ -80,6 +80,10 @@ class Outcome:
     judge_completion_tokens: int | None = None
     finish_reason: str | None = None
     attempts: int | None = None
+    repeat: int = 0
+    cached: bool = False
+    request_hash: str | None = None
+    cache_writes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

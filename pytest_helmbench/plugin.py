@@ -1,25 +1,38 @@
 """pytest hooks of HELMBench; each delegates to the module that owns the work.
 
 Loaded through the `pytest11` entry point in every pytest session, so every hook is inert unless
-HELMBench cases were collected.
+HELMBench cases were collected (or a HELMBench option asks for work).
 """
 
 from __future__ import annotations
 
+import logging
+import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .analytics import exit_decision
 from .cases import case_sort_key, parse_selectors
-from .config import OPTIONS, DRY_RUN_REASON
+from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
+from .estimate import estimate, estimate_lines
 from .items import CaseItem, ScenarioFile
+from .local_provider import LocalProviderError, LocalServer, is_local_model, resolve_weights
 from .outcome import Outcome
+from .prompt import compose
 from .reporting import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
-from .runner import CaseError
-from .session import STATE_KEY, HelmbenchSession, option_dest, option_value
+from .resume import CHANGED, DONE
+from .runner import CaseError, CaseSkipped
+from .session import STATE_KEY, HelmbenchSession, option_dest
 from .storage import safe_url
+
+log = logging.getLogger(__name__)
+
+EXIT_UNSAFE = 10
+EXIT_COULD_NOT_RUN = 11
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,36 +40,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         flag = f"--helmbench-{option.name}"
         env = f" [env {option.env}]" if option.env else ""
+        dest = option_dest(option.name)
         if option.kind == "bool":
-            group.addoption(flag, action="store_true", default=None, dest=option_dest(option.name), help=option.help + env)
-            parser.addini(option_dest(option.name), option.help, type="bool", default=False)
+            group.addoption(flag, action="store_true", default=None, dest=dest, help=option.help + env)
+            parser.addini(dest, option.help, type="bool", default=False)
+            continue
+        if option.kind == "optional":
+            group.addoption(flag, nargs="?", const=option.const, default=None, dest=dest, help=option.help + env)
         elif option.kind == "list":
-            group.addoption(flag, action="append", default=None, dest=option_dest(option.name), help=option.help + env)
-            parser.addini(option_dest(option.name), option.help, default="")
+            group.addoption(flag, action="append", default=None, dest=dest, help=option.help + env)
         else:
-            group.addoption(flag, default=None, dest=option_dest(option.name), help=option.help + env)
-            parser.addini(option_dest(option.name), option.help, default="")
+            group.addoption(flag, default=None, dest=dest, help=option.help + env)
+        parser.addini(dest, option.help, default="")
     parser.addini("helmbench_root", "benchmark root folder, relative to the rootdir (default: benchmark)", default="benchmark")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[STATE_KEY] = HelmbenchSession(config)
+    config.addinivalue_line(
+        "markers", "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk, repeat): a HELMBench case"
+    )
     if not state.is_worker:
         config.pluginmanager.register(ControllerHooks(state), "helmbench-controller")
-    config.addinivalue_line("markers", "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk): a HELMBench case")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(), "helmbench-xdist")
+        config.pluginmanager.register(XdistHooks(state), "helmbench-xdist")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     HelmbenchSession.get(session.config).session = session
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    state = HelmbenchSession.get(session.config)
-    if state.is_worker and "clients" in state.__dict__:
-        state.clients.close()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -65,45 +76,162 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def _case_items(items: list[pytest.Item]) -> list[CaseItem]:
+    return [item for item in items if isinstance(item, CaseItem)]
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], keep: set[int]) -> None:
+    dropped = [item for i, item in enumerate(items) if i not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for i, item in enumerate(items) if i in keep]
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order cases numerically (C2 before C10) in their slots, and apply --helmbench-select."""
+    """Numeric order, --helmbench-select, resume plan, --helmbench-sample, then --helmbench-estimate."""
     slots = [i for i, item in enumerate(items) if isinstance(item, CaseItem)]
     if not slots:
         return
-    cases = sorted((items[i] for i in slots), key=lambda it: case_sort_key(it.case.code, it.case.model))  # type: ignore[attr-defined]
-    for slot, item in zip(slots, cases):
+    state = HelmbenchSession.get(config)
+    ordered = sorted((items[i] for i in slots), key=lambda it: (*case_sort_key(it.case.code, it.case.model), it.repeat))  # type: ignore[attr-defined]
+    for slot, item in zip(slots, ordered):
         items[slot] = item
-    patterns = option_value(config, next(o for o in OPTIONS if o.name == "select")) or []
     try:
-        selectors = parse_selectors(patterns)
+        selectors = parse_selectors(state.option("select") or [])
     except ValueError as exc:
         raise pytest.UsageError(f"--helmbench-select: {exc}") from None
     if selectors:
-        keep, drop = [], []
-        for item in items:
-            chosen = not isinstance(item, CaseItem) or any(s.matches(item.case.segments) for s in selectors)
-            (keep if chosen else drop).append(item)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+        _deselect(config, items, {i for i, it in enumerate(items) if not isinstance(it, CaseItem) or any(s.matches(it.case.segments) for s in selectors)})
+    _apply_resume_plan(state, config, items)
+    if state.settings.sample:
+        _deselect(config, items, _sample(items, state.settings.sample, state.settings.sample_seed))
+    if state.option("estimate"):
+        _print_estimate(state, config, _case_items(items))
+        _deselect(config, items, {i for i, it in enumerate(items) if not isinstance(it, CaseItem)})
+
+
+def _apply_resume_plan(state: HelmbenchSession, config: pytest.Config, items: list[pytest.Item]) -> None:
+    plan = state.load_plan()
+    if plan is None:
+        return
+    keep, counts = set(), {DONE: 0, CHANGED: 0, "run": 0}
+    for index, item in enumerate(items):
+        if isinstance(item, CaseItem):
+            _, _, key = state.executor.request_for(item.case, compose(item.case), item.repeat)
+            decision = plan.decide(item.case.model, item.case.code, item.repeat, key)
+            counts[decision] += 1
+            if decision == DONE:
+                continue
+        keep.add(index)
+    state.save_resume_counts(counts)
+    _deselect(config, items, keep)
+
+
+def _sample(items: list[pytest.Item], size: int, seed: int) -> set[int]:
+    """Indices to keep: `size` case codes drawn with a seeded RNG, round-robin over behaviours, so every
+    behaviour is represented (when size allows); every model and repeat of a drawn code is kept."""
+    by_behaviour: dict[str, list[str]] = {}
+    for item in _case_items(items):
+        codes = by_behaviour.setdefault(item.case.scenario.behaviour, [])
+        if item.case.code not in codes:
+            codes.append(item.case.code)
+    rng = random.Random(seed)
+    pools = []
+    for behaviour in sorted(by_behaviour, key=lambda b: case_sort_key(b, "")):
+        codes = sorted(by_behaviour[behaviour], key=lambda c: case_sort_key(c, ""))
+        rng.shuffle(codes)
+        pools.append(codes)
+    chosen: set[str] = set()
+    while len(chosen) < size and any(pools):
+        for pool in pools:
+            if pool and len(chosen) < size:
+                chosen.add(pool.pop())
+    return {i for i, it in enumerate(items) if not isinstance(it, CaseItem) or it.case.code in chosen}
+
+
+def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[CaseItem]) -> None:
+    settings = state.settings
+
+    def pricing(model_id: str) -> Any:
+        model = settings.model(model_id)
+        if model.is_local:
+            from .client import Pricing
+            return Pricing(0.0, 0.0)
+        return state.clients.for_model(model).pricing(model_id)
+
+    marking = settings.marking_model.id if settings.marking_model else None
+    lines = estimate_lines(estimate(((it.case, compose(it.case)) for it in items), max_tokens=settings.max_tokens, marking_model=marking, pricing=pricing))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.section("HELMBench estimate (nothing sent)")
+        for line in lines:
+            reporter.write_line(line)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Open (and migrate) the database before the first paid call, in serial runs."""
+    """Serial runs: open (and migrate) the database and start local models before the first call."""
     state = HelmbenchSession.get(session.config)
-    if state.is_worker or session.config.getoption("collectonly"):
+    if state.is_worker or session.config.getoption("collectonly") or not _case_items(session.items):
         return
-    state.collected_cases = sum(isinstance(item, CaseItem) for item in session.items)
-    if state.collected_cases:
-        _open_storage(state)
+    _prepare_run(state, {item.case.model for item in _case_items(session.items)})
 
 
-def _open_storage(state: HelmbenchSession) -> None:
+def _prepare_run(state: HelmbenchSession, models: set[str]) -> None:
+    """Open storage unless everything is a dry run; start embedded local models (controller only)."""
     try:
-        if not state.all_dry_run():
-            state.open_storage()
+        if state.all_dry_run():
+            return
+        state.open_storage()
+        _start_local_servers(state, models)
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _start_local_servers(state: HelmbenchSession, models: set[str]) -> None:
+    settings = state.settings
+    wanted = {m for m in models if is_local_model(m)}
+    if settings.marking_model and is_local_model(settings.marking_model.id):
+        wanted.add(settings.marking_model.id)
+    for model_id in sorted(wanted - set(state.local_urls)):
+        weights = resolve_weights(model_id, base_dir=state.base_dir)
+        slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
+        server = LocalServer(weights, log_path=state.base_dir / ".helmbench" / f"{slug}.log")
+        state.local_servers.append(server)
+        state.local_urls[model_id] = server.start()
+        log.info("local model %s serving at %s (log: %s)", model_id, state.local_urls[model_id], server.log_path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """Prefetch: submit every selected case's model call to a bounded pool; each item waits for its own.
+
+    Only in a process that runs all its items itself (not under xdist, where every worker holds all
+    items and prefetching would pay for calls twice). Leaving the loop (-x, --maxfail, Ctrl-C, a
+    stop) cancels every call not yet started.
+    """
+    state = HelmbenchSession.get(session.config)
+    pool = _start_prefetch(state, session)
+    try:
+        return (yield)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> ThreadPoolExecutor | None:
+    if state.is_worker or session.config.getoption("collectonly"):
+        return None
+    if session.testsfailed and not session.config.getoption("continue_on_collection_errors"):
+        return None  # pytest's loop is about to stop on collection errors: nothing may be sent
+    items = [it for it in _case_items(session.items) if not state.settings.is_dry_run(state.settings.model(it.case.model))]
+    if not items or state.settings.concurrency <= 1:
+        return None
+    pool = ThreadPoolExecutor(max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call")
+    executor = state.executor
+    for item in items:
+        item.prefetch = pool.submit(executor.run, item.case, compose(item.case), item.nodeid, item.repeat)
+    return pool
 
 
 @pytest.hookimpl(wrapper=True)
@@ -113,7 +241,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not isinstance(item, CaseItem) or call.when == "teardown":
         return report
     outcome = item.outcome
-    final = outcome is not None and (call.when == "call" or report.failed)
+    final = outcome is not None and (call.when == "call" or report.failed or report.skipped)
     if call.excinfo is not None and isinstance(call.excinfo.value, CaseError):
         report.longrepr = failure_text(call.excinfo.value.outcome)
     elif call.excinfo is not None and call.when == "setup" and isinstance(call.excinfo.value, HelmbenchError):
@@ -139,6 +267,16 @@ class ControllerHooks:
     def __init__(self, state: HelmbenchSession) -> None:
         self.state = state
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
+        state = self.state
+        if state.resume_request() is None:
+            return
+        try:
+            state.prepare_resume()
+        except HelmbenchError as exc:
+            raise pytest.UsageError(f"HELMBench: {exc}") from None
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "helmbench", None)
         if payload:
@@ -148,19 +286,38 @@ class ControllerHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
-        stopped = state.board.stopped() if "board" in state.__dict__ else {}
+        stopped = state.stopped_models()
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         state.finish(interrupted)
         if stopped:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif state.tallies and not interrupted:
+            decision = self._decision()
+            if decision is not None:
+                session.exitstatus = {"ok": pytest.ExitCode.OK, "unsafe": EXIT_UNSAFE, "could_not_run": EXIT_COULD_NOT_RUN}[decision.status]
+
+    def _decision(self) -> Any:
+        """--helmbench-fail-under and benchmark.yml thresholds decide the exit status when given."""
+        state = self.state
+        thresholds = {code: b.threshold for code, b in state.loader.info().behaviours.items() if b.threshold is not None}
+        if state.settings.fail_under is None and not thresholds:
+            return None
+        results = [r for tally in state.tallies.values() for r in tally.results]
+        state.decision = exit_decision(results, state.settings.fail_under, thresholds)
+        return state.decision
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         state = self.state
-        if not (state.tallies or state.dry_run_skips):
+        if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
-        stopped = state.board.stopped() if "board" in state.__dict__ else {}
+        stopped = state.stopped_models()
         terminalreporter.section("HELMBench summary")
-        for line in summary_lines(state.tallies, safe_url(state.settings.db_url), stopped, state.dry_run_skips, state.storage_error):
+        spent = state.ledger.spent() if "ledger" in state.__dict__ and state.ledger is not None else None
+        for line in summary_lines(
+            state.tallies, safe_url(state.settings.db_url), stopped, state.dry_run_skips, state.storage_error,
+            resume_counts=state.read_resume_counts(), max_cost=state.settings.max_cost, spent=spent,
+            decision=state.decision,
+        ):
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self) -> None:
@@ -176,17 +333,42 @@ def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -
     cells[2:2] = html_cells(Outcome.from_dict(payload) if payload else None)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = HelmbenchSession.get(session.config)
+    if state.is_worker:
+        state.close_clients()
+
+
 class XdistHooks:
-    """Registered only when pytest-xdist is active: share the session id and stop board with workers."""
+    """Registered only when pytest-xdist is present: share session data with workers."""
+
+    def __init__(self, state: HelmbenchSession) -> None:
+        self.state = state
+        self._checked = False
+        self._prepared = False
 
     def pytest_configure_node(self, node: Any) -> None:
-        state = HelmbenchSession.get(node.config)
+        state = self.state
+        if not self._checked:
+            self._checked = True
+            if state.config.getoption("helmbench_concurrency") and int(state.config.getoption("helmbench_concurrency")) > 1:
+                raise pytest.UsageError(
+                    "--helmbench-concurrency and -n are alternatives: many calls in flight in one process, or one call at "
+                    "a time in each of N processes. Use one of them (--helmbench-concurrency is faster for model calls)."
+                )
+            if state.option("estimate"):
+                raise pytest.UsageError("--helmbench-estimate runs without -n")
         node.workerinput.update(state.workerinput())
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        state = HelmbenchSession.get(node.config)
-        if state.recorder is None and any(_is_case_id(state, i) for i in ids):
-            _open_storage(state)
+        """Before any case is scheduled: open the database and start local models, once."""
+        state = self.state
+        if self._prepared or state.config.getoption("collectonly") or not any(_is_case_id(state, i) for i in ids):
+            return
+        self._prepared = True
+        _prepare_run(state, set(state.settings.model_ids))
+        state.share_local_urls()
 
 
 def _is_case_id(state: HelmbenchSession, nodeid: str) -> bool:

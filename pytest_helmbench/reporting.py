@@ -7,6 +7,7 @@ import json
 import statistics
 from typing import Any, Iterable
 
+from .analytics import gate, repeat_stats, score, scores_by
 from .outcome import Outcome
 
 try:  # pytest-html is a dependency, but the plugin must not break if it is absent
@@ -77,26 +78,64 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(ordered, n=100, method="inclusive")[int(q) - 1]
 
 
-def summary_lines(tallies: dict[str, Any], db: str, stopped: dict[str, str], dry_run_skips: int, storage_error: str | None) -> Iterable[str]:
-    """The terminal summary's lines, one block per model."""
+def _pct(value: float | None) -> str:
+    return f"{100.0 * value:.1f}%" if value is not None else "n/a"
+
+
+def model_lines(model: str, tally: Any) -> Iterable[str]:
+    """One compact block per model: score, pass rate, errors, critical gate, cost, worst behaviours."""
+    results = tally.results
+    summary = score(results)
+    gates = gate(results).get(model)
+    score_text = f"{summary.score:.1f}" if summary.score is not None else "n/a"
+    yield (
+        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'})\n"
+        f"    score {score_text}/100 | pass rate {_pct(summary.pass_rate)} [95% CI {_pct(summary.wilson_low)}-{_pct(summary.wilson_high)}] | "
+        f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, {summary.n_skipped} skipped"
+    )
+    if gates is not None and gates.n_critical:
+        detail = {"failed": f": {', '.join(gates.failed_cases[:5])}" + (" ..." if len(gates.failed_cases) > 5 else ""),
+                  "incomplete": f": {len(gates.incomplete_cases)} critical case(s) errored or skipped", "passed": ""}[gates.status]
+        yield f"    critical gate {gates.status.upper()} ({len(gates.failed_cases)} critical failures){detail}"
+    repeats = repeat_stats(results)
+    if repeats.k_max > 1:
+        yield f"    repeats k={repeats.k_max}: pass^k {_pct(repeats.pass_k)} of {repeats.n_cases} cases [95% CI {_pct(repeats.pass_k_wilson_low)}-{_pct(repeats.pass_k_wilson_high)}]"
+    behaviours = [(code, s) for code, s in scores_by(results, "behaviour").items() if s.score is not None]
+    worst = sorted(behaviours, key=lambda item: (item[1].score, item[0]))[:3]
+    if worst and len(behaviours) > 1:
+        yield "    worst behaviours: " + ", ".join(f"{code} {s.score:.1f}" for code, s in worst)
+    latency = ""
+    if tally.latencies:
+        latency = f" | latency p50 {percentile(tally.latencies, 50):.0f} ms, p95 {percentile(tally.latencies, 95):.0f} ms, p99 {percentile(tally.latencies, 99):.0f} ms"
+    cached = f" | {tally.cached} from cache" if tally.cached else ""
+    yield (
+        f"    tokens {tally.prompt_tokens} prompt + {tally.completion_tokens} completion | cost ${tally.cost_usd:.4f}"
+        f" (+ judge ${tally.judge_cost_usd:.4f}){cached}{latency}"
+    )
+
+
+def summary_lines(
+    tallies: dict[str, Any], db: str, stopped: dict[str, str], dry_run_skips: int, storage_error: str | None, *,
+    resume_counts: dict[str, int] | None = None, max_cost: float | None = None, spent: float | None = None, decision: Any = None,
+) -> Iterable[str]:
+    """The terminal summary's lines."""
     if dry_run_skips:
         yield f"dry run: {dry_run_skips} case(s) composed and validated; nothing was sent and nothing recorded"
-    for model, t in sorted(tallies.items()):
-        evaluated = t.passed + t.failed
-        rate = f"{100.0 * t.passed / evaluated:.1f}%" if evaluated else "n/a"
+    if resume_counts:
         yield (
-            f"{model}: run {t.run_id if t.run_id is not None else '-'} | {t.passed} passed, {t.failed} failed, "
-            f"{t.errors} errors, {t.skipped} skipped | pass rate {rate}"
+            f"resume: {resume_counts.get('done', 0)} case(s) already finished were not run again; "
+            f"{resume_counts.get('changed', 0)} changed since (prompt or options) and were run afresh; {resume_counts.get('run', 0)} run"
         )
-        latency = ""
-        if t.latencies:
-            latency = f" | latency p50 {percentile(t.latencies, 50):.0f} ms, p95 {percentile(t.latencies, 95):.0f} ms"
-        yield (
-            f"    tokens {t.prompt_tokens} prompt + {t.completion_tokens} completion | cost ${t.cost_usd:.4f}"
-            f" (+ judge ${t.judge_cost_usd:.4f}){latency}"
-        )
+    for model, tally in sorted(tallies.items()):
+        yield from model_lines(model, tally)
+    if max_cost is not None:
+        budget_skips = sum(1 for t in tallies.values() for r in t.results if r.status == "skipped")
+        note = f"; {budget_skips} case(s) skipped at the ceiling (a --helmbench-resume runs them)" if budget_skips else ""
+        yield f"cost ceiling ${max_cost:.4f}: spent ${spent or 0.0:.4f} this session{note}"
     for model, reason in sorted(stopped.items()):
         yield f"STOPPED {model}: {reason} (its remaining cases were not run; the run is marked interrupted)"
+    if decision is not None:
+        yield f"verdict: {decision.status.upper()}" + "".join(f"\n    {reason}" for reason in decision.reasons)
     if storage_error:
         yield f"RESULTS NOT RECORDED: {storage_error}"
     elif tallies:

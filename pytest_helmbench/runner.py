@@ -11,18 +11,21 @@ import hashlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .budget import BudgetExhausted, CostLedger
+from .cache import CacheEntry, ResponseCache, request_key
 from .cases import Case
 from .client import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
 from .config import ModelConfig, Settings
 from .errors import HelmbenchError
 from .evaluation import evaluate
 from .loader import BenchmarkInfo, Criteria
-from .outcome import ERROR, FAILED, PASSED, Outcome, provenance
+from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome, provenance
 from .prompt import ComposedPrompt
+from .ratelimit import AdaptiveLimiter
 from .sqe import JudgeVerdict, run_judge
 
 log = logging.getLogger(__name__)
@@ -87,9 +90,10 @@ def build_request(model: ModelConfig, settings: Settings, prompt: str, response_
 class ClientPool:
     """One ChatClient per endpoint, shared by all cases of the process (connection reuse)."""
 
-    def __init__(self, settings: Settings, base_urls: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: Settings, base_urls: dict[str, str] | None = None, limiter: AdaptiveLimiter | None = None) -> None:
         self.settings = settings
-        self.base_urls = dict(base_urls or {})
+        self.base_urls = base_urls if base_urls is not None else {}  # shared: local servers may start later
+        self.limiter = limiter
         self._clients: dict[tuple[str, str, float, bool], ChatClient] = {}
         self._lock = threading.Lock()
 
@@ -103,7 +107,7 @@ class ClientPool:
             if key not in self._clients:
                 self._clients[key] = ChatClient(
                     base_url, "" if model.is_local else settings.api_key, api=api, timeout=timeout,
-                    retries=settings.retries, backoff=settings.backoff, free=model.is_local,
+                    retries=settings.retries, backoff=settings.backoff, free=model.is_local, limiter=self.limiter,
                 )
             return self._clients[key]
 
@@ -113,30 +117,75 @@ class ClientPool:
         self._clients.clear()
 
 
+class CaseSkipped(HelmbenchError):
+    """The case was not run to a verdict on purpose (cost ceiling); carries a skipped Outcome to record."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
 @dataclass
 class Executor:
-    """Runs cases against their model (and the marking model for sqe) and builds Outcomes."""
+    """Runs cases against their model (and the marking model for sqe) and builds Outcomes.
+
+    Every paid call goes through `_call`: the response cache first, then the cost ceiling, then the
+    network; fresh answers are handed to the controller (Outcome.cache_writes) to be cached.
+    """
 
     settings: Settings
     info: BenchmarkInfo
     clients: ClientPool
     board: StopBoard
+    cache: ResponseCache | None = None
+    ledger: CostLedger | None = None
+    _probes: dict[str, threading.Event] = field(default_factory=dict)
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _first_call_gate(self, model: str) -> threading.Event | None:
+        """The first call of each model goes alone: a bad key or a rejected model then stops the
+        model after one error, instead of one error per call already in flight."""
+        with self._probe_lock:
+            if model not in self._probes:
+                self._probes[model] = threading.Event()
+                return self._probes[model]
+            probe = self._probes[model]
+        probe.wait()
+        return None
 
     def check_running(self, model: str) -> None:
         reason = self.board.reason(model)
         if reason is not None:
             raise ModelStopped(f"model {model} was stopped: {reason}")
 
-    def run(self, case: Case, prompt: ComposedPrompt, nodeid: str) -> Outcome:
-        """Call the model and evaluate; raise CaseError (with an error Outcome) when no verdict is possible."""
-        self.check_running(case.model)
+    def request_for(self, case: Case, prompt: ComposedPrompt, repeat: int = 0) -> tuple[ChatClient, ChatRequest, str]:
+        """The client, request and request hash of a case: the hash is also its cache key."""
         model = self.settings.model(case.model)
+        client = self.clients.for_model(model)
+        request = build_request(model, self.settings, prompt.text, prompt.response_format)
+        return client, request, request_key(client.base_url, client.api, request, repeat)
+
+    def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
+        """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
+        gate = self._first_call_gate(case.model)
+        try:
+            return self._run(case, prompt, nodeid, repeat)
+        finally:
+            if gate is not None:
+                gate.set()
+
+    def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
+        self.check_running(case.model)
+        client, request, key = self.request_for(case, prompt, repeat)
         outcome = Outcome(
             status=ERROR, reason="", model=case.model, case_code=case.code, nodeid=nodeid,
             prompt=prompt.text, prompt_hash=prompt.hash, provenance=provenance(case, self.info),
+            repeat=repeat, request_hash=key,
         )
         try:
-            response = self.clients.for_model(model).complete(build_request(model, self.settings, prompt.text, prompt.response_format))
+            response = self._call(client, request, key, outcome, judge=False)
+        except BudgetExhausted as exc:
+            raise self._skip(outcome, str(exc)) from None
         except ModelRejected as exc:
             self.board.stop(case.model, exc.reason)
             raise self._error(outcome, f"model {case.model} stopped: {exc.reason}", exc) from None
@@ -145,9 +194,12 @@ class Executor:
         self._account(outcome, response)
         if response.finish_reason == "length":
             outcome.reason = f"truncated at max_tokens ({outcome.completion_tokens} completion tokens, finish_reason: length): raise --helmbench-max-tokens"
+            outcome.cache_writes.clear()
             raise CaseError(outcome)
         try:
-            result = evaluate(case.scenario, prompt.text, response, self._judge)
+            result = evaluate(case.scenario, prompt.text, response, lambda c, p, a: self._judge(c, p, a, outcome, repeat))
+        except BudgetExhausted as exc:
+            raise self._skip(outcome, f"{exc} before the judge call") from None
         except CallError as exc:
             outcome.reason = exc.reason
             outcome.details = {"judge_raw": exc.raw}
@@ -155,21 +207,48 @@ class Executor:
         outcome.status = PASSED if result.passed else FAILED
         outcome.reason = result.reason
         outcome.answer, outcome.expected, outcome.actual = result.answer, result.expected, result.actual
-        outcome.details = {"evaluation": case.scenario.evaluation.type, **result.details}
+        outcome.details = {"evaluation": case.scenario.evaluation.type, **result.details, **outcome.details}
         if result.judge is not None:
             self._account_judge(outcome, result.judge)
         return outcome
 
-    def _judge(self, criteria: Criteria, prompt: str, answer: str) -> JudgeVerdict:
+    def _call(self, client: ChatClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool) -> ChatResponse:
+        """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling."""
+        entry = self.cache.get(key) if self.cache is not None else None
+        if entry is not None:
+            response = client.parse_completion(entry.raw_response, model=request.model, latency_ms=entry.latency_ms or 0.0, attempts=0)
+            outcome.details["judge_cached" if judge else "cached"] = {"original_cost_usd": entry.cost_usd, "cached_at": str(entry.created_at)}
+            if not judge:
+                outcome.cached = True
+            return replace(response, cost_usd=0.0)
+        if self.ledger is not None:
+            self.ledger.check()
+        response = client.complete(request)
+        if self.ledger is not None:
+            self.ledger.add(response.cost_usd)
+        if self.cache is not None and self.cache.writable:
+            outcome.cache_writes.append(asdict(CacheEntry(
+                key, request.model, response.raw, response.prompt_tokens, response.completion_tokens, response.cost_usd, response.latency_ms,
+            )))
+        return response
+
+    def _judge(self, criteria: Criteria, prompt: str, answer: str, outcome: Outcome, repeat: int) -> JudgeVerdict:
         marking = self.settings.marking_model
         if marking is None:
             raise CallError("no marking model for this sqe scenario: set marking_model in models.yml or --helmbench-marking-model")
+        client = self.clients.for_model(marking)
 
         def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
-            client = self.clients.for_model(marking)
-            return client.complete(build_request(marking, self.settings, text, response_format))
+            request = build_request(marking, self.settings, text, response_format)
+            return self._call(client, request, request_key(client.base_url, client.api, request, repeat), outcome, judge=True)
 
         return run_judge(send, criteria, prompt, answer)
+
+    @staticmethod
+    def _skip(outcome: Outcome, reason: str) -> CaseSkipped:
+        outcome.status = SKIPPED
+        outcome.reason = reason
+        return CaseSkipped(outcome)
 
     @staticmethod
     def _error(outcome: Outcome, reason: str, exc: CallError) -> CaseError:

@@ -6,6 +6,7 @@ database, no network and no benchmark file (the plugin is loaded in every pytest
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -18,12 +19,17 @@ from typing import Any
 
 import pytest
 
+from .analytics import CaseResult
+from .budget import CostLedger
+from .cache import ResponseCache
 from .config import OPTIONS, Option, Settings, api_key_from_env, build_settings, env_flag, load_models_file
 from .errors import HelmbenchError
 from .loader import SCENARIO_FILE, BenchmarkLoader, Scenario
 from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from .ratelimit import AdaptiveLimiter
+from .resume import ResumePlan, build_plan
 from .runner import ClientPool, Executor, StopBoard
-from .storage import Recorder
+from .storage import Recorder, make_engine
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,8 @@ def option_value(config: pytest.Config, option: Option) -> Any:
     cli = config.getoption(option_dest(option.name), None)
     if cli not in (None, [], False):
         return cli
+    if option.kind == "optional" and option.env and os.environ.get(option.env, "").strip().lower() in ("1", "true", "yes", "on"):
+        return option.const
     env = os.environ.get(option.env, "") if option.env else ""
     if env.strip():
         if option.kind == "bool":
@@ -50,31 +58,44 @@ def option_value(config: pytest.Config, option: Option) -> Any:
     return option.default
 
 
+def case_result(outcome: Outcome) -> CaseResult:
+    """The analytics view of an outcome (codes, severities, style, status)."""
+    prov = outcome.provenance
+    scenario, condition, context, perturbation = prov["scenario"], prov["condition"], prov["user_context"], prov["perturbation"]
+    return CaseResult(
+        model=outcome.model, run_id=None, case_code=outcome.case_code, pillar=prov["pillar"]["code"],
+        behaviour=prov["behaviour"]["code"], scenario=scenario["code"], condition=condition["code"],
+        condition_severity=condition["severity"], user_context=context["code"] if context else None,
+        user_context_severity=context["severity"] if context else 0, perturbation=perturbation["code"],
+        perturbation_severity=perturbation["severity"], perturbation_style=perturbation["style"],
+        status=outcome.status, critical=bool(scenario["critical"]), repeat=outcome.repeat,
+    )
+
+
 @dataclass
 class Tally:
     """What the terminal summary says of one model."""
 
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
+    results: list[CaseResult] = field(default_factory=list)
     cost_usd: float = 0.0
     judge_cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached: int = 0
     latencies: list[float] = field(default_factory=list)
     run_id: int | None = None
 
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
     def add(self, outcome: Outcome) -> None:
-        self.passed += outcome.status == PASSED
-        self.failed += outcome.status == FAILED
-        self.errors += outcome.status == ERROR
-        self.skipped += outcome.status == SKIPPED
+        self.results.append(case_result(outcome))
         self.cost_usd += outcome.cost_usd or 0.0
         self.judge_cost_usd += outcome.judge_cost_usd or 0.0
         self.prompt_tokens += outcome.prompt_tokens or 0
         self.completion_tokens += outcome.completion_tokens or 0
-        if outcome.latency_ms is not None:
+        self.cached += outcome.cached
+        if outcome.latency_ms is not None and not outcome.cached:
             self.latencies.append(outcome.latency_ms)
 
 
@@ -89,11 +110,14 @@ class HelmbenchSession:
         self.storage_error: str | None = None
         self.tallies: dict[str, Tally] = {}
         self.dry_run_skips = 0
-        self.collected_cases = 0
+        self.resume_counts: dict[str, int] = {}
+        self.local_servers: list[Any] = []
+        self.decision: Any = None
         self._warned: set[str] = set()
         workerinput = getattr(config, "workerinput", {})
         self.session_id: str = workerinput.get("helmbench_session_id") or uuid.uuid4().hex
-        self._board_dir: str = workerinput.get("helmbench_board") or ""
+        self._shared: str = workerinput.get("helmbench_shared") or ""
+        self.local_urls: dict[str, str] = {}
 
     @staticmethod
     def get(config: pytest.Config) -> "HelmbenchSession":
@@ -126,21 +150,46 @@ class HelmbenchSession:
     def settings(self) -> Settings:
         """Resolved once; a bad option or models.yml raises a HelmbenchError naming the fix."""
         models_file = load_models_file(self.root / "models.yml")
-        return build_settings(lambda name: option_value(self.config, _option(name)), models_file, self.base_dir, api_key_from_env())
+        return build_settings(lambda name: self.option(name), models_file, self.base_dir, api_key_from_env())
+
+    def option(self, name: str) -> Any:
+        return option_value(self.config, next(o for o in OPTIONS if o.name == name))
+
+    @cached_property
+    def shared_dir(self) -> Path:
+        """A folder every process of the session shares: stop board, spend ledger, resume plan."""
+        if not self._shared:
+            self._shared = tempfile.mkdtemp(prefix="helmbench-")
+        return Path(self._shared)
 
     @cached_property
     def board(self) -> StopBoard:
-        if not self._board_dir:
-            self._board_dir = tempfile.mkdtemp(prefix="helmbench-stops-")
-        return StopBoard(Path(self._board_dir))
+        return StopBoard(self.shared_dir / "stops")
+
+    @cached_property
+    def ledger(self) -> CostLedger | None:
+        limit = self.settings.max_cost
+        return CostLedger(self.shared_dir / "spend.txt", limit) if limit is not None else None
+
+    @cached_property
+    def limiter(self) -> AdaptiveLimiter:
+        concurrency = 1 if self.is_worker else self.settings.concurrency
+        return AdaptiveLimiter(concurrency)
 
     @cached_property
     def clients(self) -> ClientPool:
-        return ClientPool(self.settings)
+        return ClientPool(self.settings, self._shared_local_urls() if self.is_worker else self.local_urls, self.limiter)
+
+    @cached_property
+    def cache(self) -> ResponseCache | None:
+        settings = self.settings
+        if settings.cache_mode == "off":
+            return None
+        return ResponseCache(lambda: make_engine(settings.db_url), settings.cache_mode, settings.cache_ttl)
 
     @cached_property
     def executor(self) -> Executor:
-        return Executor(self.settings, self.loader.info(), self.clients, self.board)
+        return Executor(self.settings, self.loader.info(), self.clients, self.board, self.cache, self.ledger)
 
     def load_scenario(self, md_path: Path) -> Scenario:
         scenario = self.loader.load_scenario(md_path.parent)
@@ -154,7 +203,18 @@ class HelmbenchSession:
         return fresh
 
     def workerinput(self) -> dict[str, str]:
-        return {"helmbench_session_id": self.session_id, "helmbench_board": str(self.board.folder)}
+        return {"helmbench_session_id": self.session_id, "helmbench_shared": str(self.shared_dir)}
+
+    def share_local_urls(self) -> None:
+        """Controller: tell xdist workers where the embedded local models listen (read at their first call)."""
+        if self.local_urls:
+            (self.shared_dir / "local-urls.json").write_text(json.dumps(self.local_urls), encoding="utf-8")
+
+    def _shared_local_urls(self) -> dict[str, str]:
+        path = self.shared_dir / "local-urls.json" if self._shared else None
+        if path is not None and path.is_file():
+            self.local_urls.update(json.loads(path.read_text(encoding="utf-8")))
+        return self.local_urls
 
     def all_dry_run(self) -> bool:
         settings = self.settings
@@ -165,6 +225,49 @@ class HelmbenchSession:
         if self.recorder is None and not self.is_worker:
             self.recorder = Recorder(self.settings.db_url, self.session_id)
 
+    # --- resume / retry errors -------------------------------------------------------------
+    @property
+    def plan_path(self) -> Path:
+        return self.shared_dir / "resume.json"
+
+    def resume_request(self) -> tuple[str, bool] | None:
+        """('latest' or a run id, errors_only) when --helmbench-resume or --helmbench-retry-errors is given."""
+        resume, retry = self.option("resume"), self.option("retry-errors")
+        if resume and retry:
+            raise HelmbenchError("--helmbench-resume and --helmbench-retry-errors do not combine: use one")
+        if resume:
+            return str(resume), False
+        if retry:
+            return str(retry), True
+        return None
+
+    def prepare_resume(self) -> ResumePlan | None:
+        """Controller: read the run(s) to continue, adopt them, and share the plan with workers."""
+        wanted = self.resume_request()
+        if wanted is None or self.all_dry_run():
+            return None
+        self.open_storage()
+        assert self.recorder is not None
+        plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1])
+        for model, run_id in plan.runs.items():
+            self.recorder.adopt(model, run_id, self.settings.recorded(self.settings.model(model)))
+        plan.save(self.plan_path)
+        return plan
+
+    def load_plan(self) -> ResumePlan | None:
+        return ResumePlan.load(self.plan_path) if self._shared and self.plan_path.is_file() else None
+
+    def save_resume_counts(self, counts: dict[str, int]) -> None:
+        self.resume_counts = counts
+        (self.shared_dir / "resume-counts.json").write_text(json.dumps(counts), encoding="utf-8")
+
+    def read_resume_counts(self) -> dict[str, int]:
+        path = self.shared_dir / "resume-counts.json" if self._shared else None
+        if path is not None and path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        return self.resume_counts
+
+    # --- recording ---------------------------------------------------------------------------
     def record(self, outcome: Outcome) -> None:
         """Store one outcome (controller only) and count it for the summary."""
         tally = self.tallies.setdefault(outcome.model, Tally())
@@ -174,27 +277,37 @@ class HelmbenchSession:
         try:
             self.open_storage()
             assert self.recorder is not None
-            tally.run_id = self.recorder.record(outcome, self.settings.recorded(self.settings.model(outcome.model)) | {"pytest_args": list(self.config.invocation_params.args)})
+            options = self.settings.recorded(self.settings.model(outcome.model)) | {"pytest_args": list(self.config.invocation_params.args)}
+            tally.run_id = self.recorder.record(outcome, options)
         except HelmbenchError as exc:
             self.storage_error = str(exc)
             log.error("HELMBench: %s", exc)
             if self.session is not None:
                 self.session.shouldstop = f"HELMBench cannot record results: {exc}"
 
+    def stopped_models(self) -> dict[str, str]:
+        """Models stopped by any process of this session (never creates the shared folder)."""
+        return self.board.stopped() if self._shared else {}
+
     def finish(self, interrupted: bool) -> None:
-        stopped = self.board.stopped()
+        stopped = self.stopped_models()
         if self.recorder is not None and not self.storage_error:
-            statuses = {m: "interrupted" if interrupted or m in stopped else "completed" for m in self.tallies}
+            models = set(self.tallies) | set(self.recorder.runs)
+            statuses = {m: "interrupted" if interrupted or m in stopped else "completed" for m in models}
             self.recorder.finish(statuses)
             self.recorder.close()
+        self.close_clients()
+
+    def close_clients(self) -> None:
         if "clients" in self.__dict__:
             self.clients.close()
+        if "cache" in self.__dict__ and self.cache is not None:
+            self.cache.close()
 
     def cleanup(self) -> None:
-        """Remove the stop board's temporary folder (controller, at the very end)."""
-        if "board" in self.__dict__ and not self.is_worker:
-            shutil.rmtree(self.board.folder, ignore_errors=True)
-
-
-def _option(name: str) -> Option:
-    return next(o for o in OPTIONS if o.name == name)
+        """Stop local model servers and remove the shared temporary folder (controller, at the end)."""
+        for server in self.local_servers:
+            server.stop()
+        self.local_servers.clear()
+        if self._shared and not self.is_worker:
+            shutil.rmtree(self._shared, ignore_errors=True)

@@ -20,7 +20,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 from .errors import HelmbenchError
 from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
 from .tables import (
-    LLM, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
+    LLM, CachedResponse, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
     ScenarioConditionLink, ScenarioUserContextLink, UserContext, utcnow,
 )
 from .loader import content_hash
@@ -170,15 +170,34 @@ class Recorder:
         session.flush()
         return run
 
+    def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
+        """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
+        with Session(self.engine) as session:
+            run = session.get(EvaluationRun, run_id)
+            if run is None:
+                raise StorageError(f"run {run_id} does not exist")
+            run.status = "running"
+            run.finished_at = None
+            run.options = {**options, "resumed_in_session": self.session_id}
+            session.add(run)
+            session.commit()
+        self.runs[model] = run_id
+
     def record(self, outcome: Outcome, options: dict[str, Any]) -> int:
-        """Store one outcome and update its run's counters in one transaction; returns the run id."""
+        """Store one outcome and update its run's counters in one transaction; returns the run id.
+
+        In a resumed run, the case's earlier Result (an error, a skip, or a stale answer) is replaced,
+        so a run always holds one Result per case and repeat.
+        """
         try:
             with Session(self.engine) as session:
                 ids = self._content(session, outcome.provenance)
                 run = self._run(session, outcome.model, ids["benchmark"], options)
+                self._replace_earlier(session, run, outcome)
                 session.add(_result(outcome, run.id, ids))
                 _count(run, outcome)
                 session.add(run)
+                self._store_cache(session, outcome.cache_writes)
                 session.commit()
                 run_id = run.id
         except SQLAlchemyError as exc:
@@ -186,6 +205,20 @@ class Recorder:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
         self.runs.setdefault(outcome.model, run_id)
         return run_id
+
+    @staticmethod
+    def _replace_earlier(session: Session, run: EvaluationRun, outcome: Outcome) -> None:
+        earlier = session.exec(select(Result).where(
+            Result.run_id == run.id, Result.case_code == outcome.case_code, Result.repeat_index == outcome.repeat)).all()
+        for row in earlier:
+            _count(run, row, -1)
+            session.delete(row)
+
+    @staticmethod
+    def _store_cache(session: Session, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            if session.get(CachedResponse, entry["key"]) is None:
+                session.add(CachedResponse(**entry))
 
     def finish(self, statuses: dict[str, str]) -> None:
         """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model)."""
@@ -212,21 +245,26 @@ def _result(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> Result
         latency_ms=outcome.latency_ms, prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
         cost_usd=outcome.cost_usd, judge_cost_usd=outcome.judge_cost_usd, judge_prompt_tokens=outcome.judge_prompt_tokens,
         judge_completion_tokens=outcome.judge_completion_tokens, finish_reason=outcome.finish_reason, attempts=outcome.attempts,
+        repeat_index=outcome.repeat, cached=outcome.cached, request_hash=outcome.request_hash,
     )
 
 
-def _count(run: EvaluationRun, outcome: Outcome) -> None:
-    """total_tests = passed + failed (the evaluated cases); errors and skips are counted apart."""
+def _count(run: EvaluationRun, outcome: Outcome | Result, sign: int = 1) -> None:
+    """total_tests = passed + failed (the evaluated cases); errors and skips are counted apart.
+
+    Cost and tokens are what was paid: a replaced Result's spend stays in the run's totals.
+    """
     if outcome.status == PASSED:
-        run.passed_tests += 1
+        run.passed_tests += sign
     elif outcome.status == FAILED:
-        run.failed_tests += 1
+        run.failed_tests += sign
     elif outcome.status == ERROR:
-        run.error_tests += 1
+        run.error_tests += sign
     elif outcome.status == SKIPPED:
-        run.skipped_tests += 1
+        run.skipped_tests += sign
     run.total_tests = run.passed_tests + run.failed_tests
-    run.cost_usd += outcome.cost_usd or 0.0
-    run.judge_cost_usd += outcome.judge_cost_usd or 0.0
-    run.prompt_tokens += outcome.prompt_tokens or 0
-    run.completion_tokens += outcome.completion_tokens or 0
+    if sign > 0:
+        run.cost_usd += outcome.cost_usd or 0.0
+        run.judge_cost_usd += outcome.judge_cost_usd or 0.0
+        run.prompt_tokens += outcome.prompt_tokens or 0
+        run.completion_tokens += outcome.completion_tokens or 0

@@ -168,4 +168,20 @@ class Result(SQLModel, table=True):
     judge_completion_tokens: Optional[int] = None
     finish_reason: Optional[str] = None
     attempts: Optional[int] = None
+    repeat_index: int = 0  # --helmbench-repeat N runs each case N times: 0 .. N-1
+    cached: bool = False  # answered from the response cache: nothing was paid for it in this run
+    request_hash: Optional[str] = Field(default=None, index=True)  # everything that determines the answer
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CachedResponse(SQLModel, table=True):
+    """A model or judge response keyed by a hash of everything that determines it (see README, Cache)."""
+
+    key: str = Field(primary_key=True)
+    model_id: str = Field(index=True)
+    raw_response: str = Field(sa_column=Column(Text, nullable=False))
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    cost_usd: Optional[float] = None
+    latency_ms: Optional[float] = None
     created_at: datetime = Field(default_factory=utcnow)

@@ -350,7 +350,7 @@ def _individual(meta: dict, body: str) -> str:
     return (_yaml_block(meta) if meta else "") + body
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(component_sets(), st.integers(0, 2))
 def test_property_consolidated_and_individual_forms_compose_identically(components, blank_lines: int) -> None:
     parsed = split_consolidated(_consolidated(components, blank_lines), P, "C")
@@ -362,7 +362,7 @@ def test_property_consolidated_and_individual_forms_compose_identically(componen
         assert raw.title == title.strip()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(component_sets(), metas)
 def test_property_frontmatter_never_reaches_the_text(components, meta: dict) -> None:
     meta = {"marker_key_zz": "marker-value", **meta}
@@ -376,7 +376,7 @@ def test_property_frontmatter_never_reaches_the_text(components, meta: dict) -> 
         assert "---" not in composed and "marker_key_zz" not in composed
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(component_sets(), st.booleans())
 def test_property_crlf_and_lf_files_compose_identically(components, bom: bool) -> None:
     lf = _consolidated(components, 1)

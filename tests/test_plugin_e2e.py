@@ -198,7 +198,9 @@ def test_selection_by_k_nodeid_marker_select_and_lf(pytester, bench, helm_env):
     run(pytester).assert_outcomes(passed=8, failed=8)
     helm_env.reset()
     helm_env.add_rule(contains="powerhouse", reply=Reply.ok(GOOD))
-    run(pytester, "--lf").assert_outcomes(passed=8)
+    run(pytester, "--lf").assert_outcomes(failed=8)  # temperature 0: the cached answers are replayed, nothing paid
+    assert helm_env.chat_requests == []
+    run(pytester, "--lf", "--helmbench-cache=off").assert_outcomes(passed=8)
     assert len(helm_env.chat_requests) == 8
 
 

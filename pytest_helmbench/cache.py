@@ -1,0 +1,86 @@
+"""Response cache: a model (or judge) answer keyed by a hash of everything that determines it.
+
+The key covers the base URL, API kind, model, messages, schema, sampling parameters, provider and
+reasoning settings, any extra body fields, and the repeat index; a judge call's key covers its own
+prompt (rubric, composed prompt, answer). Changing any component therefore changes exactly the keys
+of the cases it feeds. Entries live in the results database (table `cachedresponse`): workers only
+read, the controller writes them with the Result that paid for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
+
+from .client import ChatRequest
+from .tables import CachedResponse
+
+log = logging.getLogger(__name__)
+
+def request_key(base_url: str, api: str, request: ChatRequest, repeat: int = 0) -> str:
+    """sha256 of the full request as sent, plus where it is sent and the repeat index."""
+    material = {"base_url": base_url.rstrip("/"), "api": api, "body": request.body(api), "repeat": repeat}
+    return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """What is stored for one paid call (plain data: it travels from xdist workers)."""
+
+    key: str
+    model_id: str
+    raw_response: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float | None
+
+
+class ResponseCache:
+    """Read side of the cache (any process); `mode` says whether reads and writes are allowed."""
+
+    def __init__(self, engine_factory, mode: str, ttl_seconds: float | None) -> None:
+        self.mode = mode
+        self.ttl_seconds = ttl_seconds
+        self._engine_factory = engine_factory
+        self._engine = None
+        self._lock = threading.Lock()
+
+    @property
+    def readable(self) -> bool:
+        return self.mode in ("read", "on")
+
+    @property
+    def writable(self) -> bool:
+        return self.mode in ("write", "on")
+
+    def get(self, key: str) -> CachedResponse | None:
+        if not self.readable:
+            return None
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._engine_factory()
+        try:
+            with Session(self._engine) as session:
+                entry = session.get(CachedResponse, key)
+        except SQLAlchemyError as exc:
+            log.warning("response cache unreadable (%s); calling the model", exc.__class__.__name__)
+            return None
+        if entry is None:
+            return None
+        if self.ttl_seconds is not None:
+            created = entry.created_at if entry.created_at.tzinfo else entry.created_at.replace(tzinfo=timezone.utc)
+            if datetime.now(timezone.utc) - created > timedelta(seconds=self.ttl_seconds):
+                return None
+        return entry
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()

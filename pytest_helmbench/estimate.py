@@ -1,0 +1,99 @@
+"""Pre-run estimate of tokens and USD, before anything is sent.
+
+No tokenizer can be downloaded at run time here, so tokens are estimated by a documented
+heuristic: ceil(characters / 4) for the prompt and its JSON schema plus 8 tokens of message
+overhead, and a fixed answer size (250 tokens; 150 for a judge's verdict), capped at max_tokens.
+Prices come from OpenRouter's /models (per token); a model without a price shows "unknown".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .cases import Case
+from .client import Pricing
+from .prompt import ComposedPrompt
+from .sqe import judge_prompt, judge_schema
+
+CHARS_PER_TOKEN = 4.0
+MESSAGE_OVERHEAD_TOKENS = 8
+ANSWER_TOKENS = 250
+JUDGE_ANSWER_TOKENS = 150
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+
+
+@dataclass
+class ModelEstimate:
+    """Expected usage and cost of one model's selected cases (judge calls on the marking model)."""
+
+    model: str
+    cases: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    judge_calls: int = 0
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
+    usd: float | None = 0.0
+    judge_usd: float | None = 0.0
+
+    @property
+    def total_usd(self) -> float | None:
+        if self.usd is None or (self.judge_calls and self.judge_usd is None):
+            return None
+        return self.usd + (self.judge_usd or 0.0)
+
+
+def _add_cost(current: float | None, pricing: Pricing | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    if current is None or pricing is None:
+        return None
+    return current + pricing.cost(prompt_tokens, completion_tokens)
+
+
+def estimate(entries: Iterable[tuple[Case, ComposedPrompt]], *, max_tokens: int, marking_model: str | None,
+             pricing: Callable[[str], Pricing | None]) -> list[ModelEstimate]:
+    """One estimate per model, in model order; each case counted once per repeat it will run."""
+    found: dict[str, ModelEstimate] = {}
+    answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
+    for case, prompt in entries:
+        est = found.setdefault(case.model, ModelEstimate(case.model))
+        prompt_tokens = estimate_tokens(prompt.text + json.dumps(prompt.response_format))
+        completion = min(ANSWER_TOKENS, max_tokens)
+        est.cases += 1
+        est.prompt_tokens += prompt_tokens
+        est.completion_tokens += completion
+        est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
+        criteria = case.scenario.criteria
+        if criteria is not None and marking_model:
+            judge_tokens = estimate_tokens(judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria)))
+            judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
+            est.judge_calls += 1
+            est.judge_prompt_tokens += judge_tokens
+            est.judge_completion_tokens += judge_completion
+            est.judge_usd = _add_cost(est.judge_usd, pricing(marking_model), judge_tokens, judge_completion)
+    return list(found.values())
+
+
+def _usd(value: float | None) -> str:
+    return f"${value:.4f}" if value is not None else "unknown (no price in /models)"
+
+
+def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
+    lines = []
+    grand: float | None = 0.0
+    for est in estimates:
+        lines.append(
+            f"{est.model}: {est.cases} cases | ~{est.prompt_tokens} prompt + ~{est.completion_tokens} completion tokens | {_usd(est.usd)}"
+        )
+        if est.judge_calls:
+            lines.append(
+                f"    judge: {est.judge_calls} calls | ~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens | {_usd(est.judge_usd)}"
+            )
+        grand = None if grand is None or est.total_usd is None else grand + est.total_usd
+    lines.append(f"estimated total: {_usd(grand)} (heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)")
+    return lines
