@@ -43,7 +43,7 @@ class ScenarioFile(pytest.File):
         models = state.settings.model_ids
         repeats = state.settings.repeat
         for message in state.new_warnings():
-            warnings.warn(HelmbenchWarning(message), stacklevel=1)
+            warnings.warn_explicit(HelmbenchWarning(message), HelmbenchWarning, filename=str(self.path), lineno=0)
         for case in expand(scenario, models):
             for repeat in range(repeats):
                 yield CaseItem.from_parent(self, name=item_name(case, len(models) > 1, repeat if repeats > 1 else None), case=case, repeat=repeat)

@@ -87,10 +87,10 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
     results = tally.results
     summary = score(results)
     gates = gate(results).get(model)
-    score_text = f"{summary.score:.1f}" if summary.score is not None else "n/a"
+    score_text = f"{summary.score:.1f}/100" if summary.score is not None else "n/a"
     yield (
         f"{model}  (run {tally.run_id if tally.run_id is not None else '-'})\n"
-        f"    score {score_text}/100 | pass rate {_pct(summary.pass_rate)} [95% CI {_pct(summary.wilson_low)}-{_pct(summary.wilson_high)}] | "
+        f"    score {score_text} | pass rate {_pct(summary.pass_rate)} [95% CI {_pct(summary.wilson_low)}-{_pct(summary.wilson_high)}] | "
         f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, {summary.n_skipped} skipped"
     )
     if gates is not None and gates.n_critical:

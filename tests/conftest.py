@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from tests import benchfiles, openrouter_server
+from tests.benchfiles import API_KEY
+from tests.openrouter_server import FakeOpenRouter
 
-from benchfiles import API_KEY  # noqa: E402
-from openrouter_server import FakeOpenRouter  # noqa: E402
+# One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):
+# two copies would hold two different Reply classes.
+sys.modules.setdefault("openrouter_server", openrouter_server)
+sys.modules.setdefault("benchfiles", benchfiles)
 
 
 @pytest.fixture

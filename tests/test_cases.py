@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from benchfiles import STRICT_SCHEMA, write, write_benchmark, write_scenario
+from tests.benchfiles import STRICT_SCHEMA, write, write_benchmark, write_scenario
 
 from pytest_helmbench.cases import Case, Selector, expand, parse_selectors
 from pytest_helmbench.loader import BenchmarkLoader, Scenario

@@ -12,8 +12,8 @@ import pytest
 from sqlmodel import Session
 from typer.testing import CliRunner
 
-from benchfiles import write_benchmark
-from openrouter_server import FakeOpenRouter, Reply
+from tests.benchfiles import write_benchmark
+from tests.openrouter_server import FakeOpenRouter, Reply
 from pytest_helmbench import cli
 from pytest_helmbench.export import COLUMNS, export
 from pytest_helmbench.storage import make_engine

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from benchfiles import CONDITIONS, CRITERIA, SCENARIO, STRICT_SCHEMA, USER_CONTEXTS, write, write_benchmark, write_scenario
+from tests.benchfiles import CONDITIONS, CRITERIA, SCENARIO, STRICT_SCHEMA, USER_CONTEXTS, write, write_benchmark, write_scenario
 
 from pytest_helmbench.cases import expand
 from pytest_helmbench.config import load_models_file

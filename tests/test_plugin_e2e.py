@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchfiles import API_KEY, write, write_benchmark, write_scenario
-from openrouter_server import FakeOpenRouter, Reply
+from tests.benchfiles import API_KEY, write, write_benchmark, write_scenario
+from tests.openrouter_server import FakeOpenRouter, Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}

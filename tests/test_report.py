@@ -20,8 +20,8 @@ import yaml
 from sqlmodel import Session
 from typer.testing import CliRunner
 
-from benchfiles import SCENARIO, write, write_benchmark, write_scenario
-from openrouter_server import FakeOpenRouter, Reply
+from tests.benchfiles import SCENARIO, write, write_benchmark, write_scenario
+from tests.openrouter_server import FakeOpenRouter, Reply
 from pytest_helmbench import cli
 from pytest_helmbench.analytics import score
 from pytest_helmbench.dataset import (
@@ -173,11 +173,12 @@ class Dom(HTMLParser):
                 if t == tag and (cls is None or cls in a.get("class", "").split()) and (inside is None or inside in ids)]
 
 
-def assert_not_pwned(dom: Dom, text: str) -> None:
-    assert dom.title != "PWNED" and "PWNED" not in dom.title
-    assert not [a for _, a, _ in dom.elements if "onerror" in a], "an onerror attribute became a live element attribute"
-    assert not dom.find("img"), "model text became an <img> element"
-    assert "window.__pwned" not in "".join(a.get("src", "") for a in dom.find("script"))
+def assert_not_pwned(dom: Dom) -> None:
+    """Neither payload ran: the title is untouched and no element carries the injected attributes."""
+    assert "PWNED" not in dom.title
+    assert not [a for _, a, _ in dom.elements if "onerror" in a], "an injected onerror attribute became live markup"
+    assert not [a for a in dom.find("img") if a.get("src") == "x"], "model text became an <img> element"
+    assert not [a for a in dom.find("script") if "pwned" in str(a).lower()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,12 +222,13 @@ def test_dataset_reads_runs_results_failures_and_labels(recorded):
 
 def test_default_selection_is_the_latest_run_of_each_model(recorded, pytester):
     run_benchmark(pytester, "--helmbench-select=P1-B1-S1-C1-U0-PT1", models=GOOD_MODEL).assert_outcomes(passed=1)
+    first = dict(sql(recorded, "select l.model_id, min(r.id) from evaluationrun r join llm l on l.id = r.llm_id group by l.model_id"))
     with session_for(recorded) as session:
         latest = load_runs(session)
-        assert [(r.id, r.model) for r in latest] == [(2, EVIL_MODEL), (3, GOOD_MODEL)]
+        assert [(r.id, r.model) for r in latest] == [(first[EVIL_MODEL], EVIL_MODEL), (3, GOOD_MODEL)]
         assert len(load_case_results(session)) == 16 + 1
-        assert [r.id for r in load_runs(session, [1, 3])] == [1, 3]
-        assert len(load_case_results(session, [1])) == 16
+        assert [r.id for r in load_runs(session, [3, first[GOOD_MODEL]])] == [first[GOOD_MODEL], 3]
+        assert len(load_case_results(session, [first[GOOD_MODEL]])) == 16
         assert resolve_run_ids(session, None, all_runs=True) == [1, 2, 3]
         with pytest.raises(DatasetError, match=r"no run with id 9 \(known runs: 1-3\)"):
             load_report_data(session, [9])
@@ -262,14 +264,16 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
     dom_text = dump_dom(chromium, path, tmp_path / "profile")
     dom = Dom(dom_text)
     assert dom.title == "HELMBench report"
-    assert_not_pwned(dom, dom_text)
+    assert_not_pwned(dom)
     root = dom.find("html")[0]
     assert root.get("data-charts") == "drawn", "the chart script did not run to its end"
     cells = dom.find("rect", "cell", inside="heatmap")
     assert sorted((c["data-model"], c["data-behaviour"]) for c in cells) == sorted(
         (m, b) for m in (EVIL_MODEL, GOOD_MODEL) for b in ("P1-B1", "P1-B2"))
-    cell_scores = {(c["data-model"], c["data-behaviour"]): c["data-score"] for c in cells}
-    assert cell_scores[(GOOD_MODEL, "P1-B2")] == "100" and cell_scores[(EVIL_MODEL, "P1-B1")] == "0"
+    cell_scores = {(c["data-model"], c["data-behaviour"]): float(c["data-score"]) for c in cells}
+    for (model, behaviour), shown in cell_scores.items():
+        assert shown == pytest.approx(score(r for r in data.results if r.model == model and r.behaviour == behaviour).score, abs=0.01)
+    assert cell_scores[(GOOD_MODEL, "P1-B2")] == 100 and cell_scores[(EVIL_MODEL, "P1-B1")] < 10
     bars = dom.find("rect", "bar", inside="conditions")
     assert {(b["data-model"], b["data-condition"]) for b in bars} == {(m, c) for m in (EVIL_MODEL, GOOD_MODEL) for c in ("C1", "C2")}
     effects = dom.find("g", "effect", inside="attribution")
@@ -293,17 +297,18 @@ def test_report_numbers_gates_and_repeats(recorded):
         columns = [c[1] for c in conn.execute("pragma table_info(result)") if c[1] not in ("id", "repeat_index")]
         conn.execute(f"insert into result ({', '.join(columns)}, repeat_index) select {', '.join(columns)}, 1 from result "
                      "where run_id = (select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = ?)", (GOOD_MODEL,))
+        conn.execute("update result set status = 'failed' where repeat_index = 1 and case_code = 'P1-B1-S1-C1-PT1'")
     with session_for(recorded) as session:
         data = load_report_data(session)
     page = render_report(data)
     assert "pass^k" in page and "k=2" in page
     assert '<tr data-gate="failed"><th scope="row">evil/model</th>' in page
     assert 'href="#failure-' in page  # a failed critical case links to its drill-down
-    assert "75.0%" in page  # good/model: 24 of 32 attempts passed
+    assert "71.9%" in page  # good/model: 23 of 32 attempts passed
     from pytest_helmbench.report import summaries, summary_line
 
     lines = {s.model: summary_line(s) for s in summaries(data)}
-    assert lines[GOOD_MODEL].startswith("good/model: score ") and "pass^2 50.0%" in lines[GOOD_MODEL]
+    assert lines[GOOD_MODEL].startswith("good/model: score ") and "pass^2 68.8%" in lines[GOOD_MODEL]  # 11 of 16 cases
     assert "critical gate passed" in lines[GOOD_MODEL]
     assert "critical gate failed (P1-B2-S1-C1-PT1, P1-B2-S1-C1-PT2, P1-B2-S1-C2-PT1, P1-B2-S1-C2-PT2)" in lines[EVIL_MODEL]
 
@@ -349,9 +354,10 @@ def test_pytest_html_report_never_runs_model_text(pytester, helm_env, chromium, 
     report = pytester.path / "r.html"
     dom_text = dump_dom(chromium, report, tmp_path / "profile")
     dom = Dom(dom_text)
-    assert_not_pwned(dom, dom_text)
+    assert_not_pwned(dom)
     assert "r.html" in dom.title  # pytest-html titles the page after its file
     assert "P1-B1-S1-C1-PT1" in dom_text  # the report was rendered, the failing case listed
+    assert "&lt;script&gt;window.__pwned=1;document.title='PWNED'&lt;/script&gt;" in dom_text  # shown, as text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,10 +370,11 @@ def test_report_command_writes_the_page_and_one_line_per_model(recorded, monkeyp
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == "wrote out/page.html (2 run(s), 32 results, 20 failures and errors)"
-    assert lines[1].startswith("evil/model: score 0.0 | pass rate 0.0%") and "critical gate failed" in lines[1]
+    assert lines[1].startswith("evil/model: score 5.0 | pass rate 0.0%") and "critical gate failed" in lines[1]
     assert lines[2].startswith("good/model: score ") and "12 passed, 4 failed, 0 errors" in lines[2]
     assert (recorded.parent / "out/page.html").read_text().startswith("<!DOCTYPE html>")
-    result = CliRunner().invoke(cli.app, ["report", "--run-id", "2", "--out", "one.html", "--db", f"sqlite:///{recorded}"])
+    good_run = sql(recorded, "select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = 'good/model'")[0][0]
+    result = CliRunner().invoke(cli.app, ["report", "--run-id", str(good_run), "--out", "one.html", "--db", f"sqlite:///{recorded}"])
     assert result.exit_code == 0 and result.output.splitlines()[1].startswith("good/model:") and len(result.output.splitlines()) == 2
 
 

