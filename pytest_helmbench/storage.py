@@ -76,7 +76,7 @@ def upgrade(db_url: str) -> None:
     """Apply every pending migration (idempotent)."""
     try:
         command.upgrade(alembic_config(db_url), "head")
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is not installed
         raise StorageError(f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
 
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,21 @@ DOCUMENTED_COLUMNS = (
 )
 
 
+_BUILT: dict[str, Path] = {}  # the recorded database, built once per test process
+
+
+def copy_db(source: Path, target: Path) -> None:
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
 @pytest.fixture
-def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter) -> Path:
-    """Two real runs (two models): passes, failures whose reason spans lines, and errors."""
+def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real runs (two models): passes, failures and errors; each test gets its own copy."""
+    target = pytester.path / "helmbench.db"
+    if "db" in _BUILT:
+        copy_db(_BUILT["db"], target)
+        return target
     pytester.makeini("[pytest]\n")
     write_benchmark(pytester.path / "benchmark")
     helm_env.add_rule(model="b/two", contains="roast me", reply=Reply.error(500, "down"))
@@ -40,11 +53,16 @@ def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter) -> Path:
     result = pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:xdist", "--helmbench-retries=0",
                                 "--helmbench-model=a/one,b/two")
     result.assert_outcomes(passed=6, failed=6, errors=4)
-    return pytester.path / "helmbench.db"
+    with closing(sqlite3.connect(target)) as conn, conn:  # a reason with a newline, quotes and commas, as judge rationales have
+        conn.execute("update result set reason = 'judge said: \"no\",\nthen <b>stop</b>' where id = "
+                     "(select min(id) from result where status = 'failed')")
+    _BUILT["db"] = tmp_path_factory.mktemp("recorded") / "helmbench.db"
+    copy_db(target, _BUILT["db"])
+    return target
 
 
 def db_rows(db: Path) -> dict[int, tuple]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         return {row[0]: row[1:] for row in conn.execute(
             "select r.id, r.run_id, l.model_id, r.case_code, r.status, r.reason, r.cost_usd, r.prompt_hash "
             "from result r join evaluationrun e on e.id = r.run_id join llm l on l.id = e.llm_id")}
@@ -74,7 +92,8 @@ def test_csv_round_trip(recorded):
         assert (float(row["cost_usd"]) if row["cost_usd"] else None) == cost
         assert row["critical"] == "False" and row["cached"] == "False" and row["repeat"] == "0"
     failed = next(r for r in rows if r["status"] == "failed")
-    assert "\n" in failed["reason"] and failed["style"] == "slang" and failed["perturbation_severity"] == "2"
+    assert failed["reason"] == 'judge said: "no",\nthen <b>stop</b>'
+    assert failed["style"] == "slang" and failed["perturbation_severity"] == "2" and failed["base_severity"] == "2"
     errored = next(r for r in rows if r["status"] == "error")
     assert errored["cost_usd"] == "" and errored["user_context"] == "U1" and errored["model"] == "b/two"
     baseline = next(r for r in rows if r["case_code"] == "P1-B1-S1-C1-PT1")
@@ -127,7 +146,7 @@ def test_export_command_bad_input(recorded, monkeypatch, args, message):
     monkeypatch.chdir(recorded.parent)
     result = CliRunner().invoke(cli.app, ["export", *args])
     assert result.exit_code == 1 and result.output.startswith(message) and result.output.count("\n") == 1, result.output
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)  # a clean exit, not a crash
 
 
 def test_export_of_an_empty_database(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -81,15 +82,34 @@ def run_benchmark(pytester: pytest.Pytester, *args: str, models: str = f"{GOOD_M
                               f"--helmbench-model={models}", *args)
 
 
+_BUILT: dict[str, Path] = {}  # the recorded session's database, built once per test process
+
+
+def copy_db(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database (WAL included)."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
 @pytest.fixture
-def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter) -> Path:
-    """A database holding one real session of both models; returns its path."""
+def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database holding one real session of both models, in the test's own folder; returns its path.
+
+    The session is really run once per test process, then each test gets its own copy (tests may
+    change it, and may run more sessions against the same benchmark and server script).
+    """
     pytester.makeini("[pytest]\n")
     build_benchmark(pytester.path / "benchmark")
     script_server(helm_env)
+    target = pytester.path / "helmbench.db"
+    if "db" in _BUILT:
+        copy_db(_BUILT["db"], target)
+        return target
     result = run_benchmark(pytester)
     result.assert_outcomes(passed=12, failed=12, errors=8)
-    return pytester.path / "helmbench.db"
+    _BUILT["db"] = tmp_path_factory.mktemp("recorded") / "helmbench.db"
+    copy_db(target, _BUILT["db"])
+    return target
 
 
 def session_for(db: Path) -> Session:
@@ -97,7 +117,7 @@ def session_for(db: Path) -> Session:
 
 
 def sql(db: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         return conn.execute(query).fetchall()
 
 
@@ -178,7 +198,6 @@ def assert_not_pwned(dom: Dom) -> None:
     assert "PWNED" not in dom.title
     assert not [a for _, a, _ in dom.elements if "onerror" in a], "an injected onerror attribute became live markup"
     assert not [a for a in dom.find("img") if a.get("src") == "x"], "model text became an <img> element"
-    assert not [a for a in dom.find("script") if "pwned" in str(a).lower()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +285,7 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
     assert dom.title == "HELMBench report"
     assert_not_pwned(dom)
     root = dom.find("html")[0]
-    assert root.get("data-charts") == "drawn", "the chart script did not run to its end"
+    assert root.get("data-charts") == "drawn", f"the chart script did not run cleanly: {root.get('data-charts')}"
     cells = dom.find("rect", "cell", inside="heatmap")
     assert sorted((c["data-model"], c["data-behaviour"]) for c in cells) == sorted(
         (m, b) for m in (EVIL_MODEL, GOOD_MODEL) for b in ("P1-B1", "P1-B2"))
@@ -293,7 +312,7 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
 
 
 def test_report_numbers_gates_and_repeats(recorded):
-    with sqlite3.connect(recorded) as conn:  # a second attempt of every good/model case: pass^2 appears
+    with closing(sqlite3.connect(recorded)) as conn, conn:  # a second attempt of every good/model case: pass^2 appears
         columns = [c[1] for c in conn.execute("pragma table_info(result)") if c[1] not in ("id", "repeat_index")]
         conn.execute(f"insert into result ({', '.join(columns)}, repeat_index) select {', '.join(columns)}, 1 from result "
                      "where run_id = (select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = ?)", (GOOD_MODEL,))
@@ -313,6 +332,27 @@ def test_report_numbers_gates_and_repeats(recorded):
     assert "critical gate failed (P1-B2-S1-C1-PT1, P1-B2-S1-C1-PT2, P1-B2-S1-C2-PT1, P1-B2-S1-C2-PT2)" in lines[EVIL_MODEL]
 
 
+def test_report_of_runs_with_nothing_scored_still_draws(chromium, tmp_path):
+    """A run without results and a model whose every case errored: charts draw their empty states."""
+    from datetime import datetime, timezone
+
+    from pytest_helmbench.analytics import CaseResult
+    from pytest_helmbench.dataset import Labels, RunInfo
+
+    now = datetime.now(timezone.utc)
+    runs = [RunInfo(id, model, status, "s", now, None, 0, 0, 0, errors, 0, 0.0, 0.0, 0, 0, {})
+            for id, model, status, errors in ((1, "a/empty", "interrupted", 0), (2, "b/errors", "completed", 1))]
+    errored = CaseResult("b/errors", 2, "P1-B1-S1-C1-PT1", "P1", "P1-B1", "P1-B1-S1", "C1", 0, None, 0, "PT1", 0, None, "error", critical=True)
+    page = render_report(ReportData(runs, [errored], [], Labels()))
+    assert "No failed or errored case" in page and '<tr data-gate="incomplete"><th scope="row">b/errors</th>' in page
+    path = tmp_path / "empty.html"
+    path.write_text(page, encoding="utf-8")
+    dom = Dom(dump_dom(chromium, path, tmp_path / "profile"))
+    assert dom.find("html")[0].get("data-charts") == "drawn"
+    cells = dom.find("rect", "cell", inside="heatmap")
+    assert [(c["data-model"], c["data-score"]) for c in cells] == [("a/empty", ""), ("b/errors", "")]
+
+
 def test_json_island_escaping():
     text = json_for_script({"t": "</script><!-- & \u2028 <img>"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
@@ -323,11 +363,12 @@ def test_json_island_escaping():
 
 def test_report_with_twenty_thousand_results_is_fast(recorded):
     """Load and render 20,000 results well within a few seconds."""
-    with sqlite3.connect(recorded) as conn:
+    with closing(sqlite3.connect(recorded)) as conn, conn:
         columns = [c[1] for c in conn.execute("pragma table_info(result)") if c[1] not in ("id", "repeat_index")]
         listed = ", ".join(columns)
-        for repeat in range(1, 625):  # 32 rows x 625 attempts = 20,000 results
-            conn.execute(f"insert into result ({listed}, repeat_index) select {listed}, ? from result where repeat_index = 0", (repeat,))
+        conn.execute(f"with recursive n(k) as (select 1 union all select k + 1 from n where k < 624) "  # 32 x 625 = 20,000
+                     f"insert into result ({listed}, repeat_index) select {listed}, n.k from result, n where repeat_index = 0")
+
     assert sql(recorded, "select count(*) from result")[0][0] == 20_000
     with session_for(recorded) as session:
         started = time.perf_counter()
@@ -389,7 +430,7 @@ def test_report_command_bad_input(recorded, monkeypatch, args, message):
     result = CliRunner().invoke(cli.app, ["report", *args])
     assert result.exit_code == 1
     assert result.output.startswith(message) and result.output.count("\n") == 1, result.output
-    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)  # a clean exit, not a crash
 
 
 def test_report_command_on_an_empty_database(tmp_path, monkeypatch):
