@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import IO, NoReturn
+from typing import NoReturn
 
 from pytest_helmbench.errors import HelmbenchError
 
@@ -360,11 +360,16 @@ class LocalServer:
         self.repeat_penalty = repeat_penalty
         self.base_url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
 
     @property
     def pid(self) -> int | None:
+        """Process id of the server process while started."""
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        """False once stopped, or if the server process died after start."""
+        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> str:
         """Start the server, wait until /health answers, and return ``http://127.0.0.1:PORT/v1``."""
@@ -374,24 +379,23 @@ class LocalServer:
         if not self.weights.is_file():
             raise LocalProviderError(f"local model weights not found: {self.weights}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        self._log_file = log_file
-        offset = log_file.tell()
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        log_file.write(f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
-                       f"port=auto (127.0.0.1), ctx_size={self.ctx_size}, parallel={self.parallel}, "
-                       f"threads={self.threads or 'auto'}, repeat_penalty={self.repeat_penalty}\n".encode())  # fmt: skip
-        log_file.flush()
         started = time.monotonic()
         try:
-            self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                self._command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                start_new_session=True,  # a terminal Ctrl-C reaches pytest, which then stops us cleanly
-                env=self._child_env(),
-            )
+            with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
+                offset = log_file.tell()
+                stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                log_file.write(f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
+                               f"port=auto (127.0.0.1), ctx_size={self.ctx_size}, parallel={self.parallel}, "
+                               f"threads={self.threads or 'auto'}, repeat_penalty={self.repeat_penalty}\n".encode())  # fmt: skip
+                log_file.flush()
+                self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                    self._command(),
+                    stdin=subprocess.PIPE,  # its EOF tells the child to exit, also when we are SIGKILLed
+                    stdout=subprocess.PIPE,  # carries the listening address once the model is loaded
+                    stderr=log_file,
+                    start_new_session=True,  # a terminal Ctrl-C reaches only pytest, which then calls stop()
+                    env=self._child_env(),
+                )
             atexit.register(self.stop)
             address = self._read_address(deadline=started + self.startup_timeout, offset=offset)
             self._wait_healthy(address, deadline=started + self.startup_timeout, offset=offset)
@@ -438,8 +442,9 @@ class LocalServer:
                 continue
             chunk = os.read(stream.fileno(), 4096)
             if not chunk:  # the child closed stdout: it died during startup
-                code = self._proc.wait(timeout=10)
-                raise self._fail(f"local model server exited during startup (exit code {code})", offset)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=10)
+                raise self._fail(f"local model server exited during startup (exit code {self._proc.poll()})", offset)
             buffer += chunk
         return buffer.split(b"\n", 1)[0].decode().strip().rstrip("/")
 
@@ -482,9 +487,6 @@ class LocalServer:
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
-        log_file, self._log_file = self._log_file, None
-        if log_file is not None:
-            log_file.close()
 
     def __enter__(self) -> LocalServer:
         self.start()

@@ -309,6 +309,176 @@ def test_start_with_missing_weights(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# process lifecycle with a stand-in xllamacpp (fast; runs without the native library)
+# ---------------------------------------------------------------------------------------------
+
+FAKE_XLLAMACPP = """
+import http.server, json, os, sys, threading, time
+from types import SimpleNamespace
+
+MODE = os.environ.get("FAKE_XLLAMACPP_MODE", "ok")
+
+class CommonParams:
+    def __init__(self):
+        self.model = SimpleNamespace(path="")
+        self.sampling = SimpleNamespace(penalty_repeat=1.0)
+        self.cpuparams = SimpleNamespace(n_threads=-1)
+        self.cpuparams_batch = SimpleNamespace(n_threads=-1)
+        self.hostnames, self.port, self.n_ctx, self.n_parallel, self.model_alias = [], 8080, 0, 1, set()
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"status": "ok"}).encode()
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+class Server:
+    def __init__(self, params):
+        sys.stderr.write("fake params: n_ctx=%d n_parallel=%d alias=%s penalty=%.2f host=%s\\n" % (
+            params.n_ctx, params.n_parallel, sorted(params.model_alias), params.sampling.penalty_repeat,
+            params.hostnames))
+        if MODE == "fail":
+            sys.stderr.write("fake: failed to load model\\n")
+            raise RuntimeError("Failed to init server, please check the input params.")
+        if MODE == "hang":
+            time.sleep(3600)
+        httpd = http.server.ThreadingHTTPServer((params.hostnames[0], params.port), _Health)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.listening_address = "http://127.0.0.1:%d" % httpd.server_port
+"""
+
+
+@pytest.fixture
+def fake_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Shadow xllamacpp, in this process and in the server's child process, with a tiny HTTP stub."""
+    site = tmp_path / "fake_site"
+    (site / "xllamacpp").mkdir(parents=True)
+    (site / "xllamacpp" / "__init__.py").write_text(FAKE_XLLAMACPP)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+    importlib.invalidate_caches()
+    weights = tmp_path / "fake.gguf"
+    weights.write_bytes(b"GGUF")
+    return weights
+
+
+def test_lifecycle_with_stand_in_backend(fake_backend: Path, tmp_path: Path) -> None:
+    log_path = tmp_path / "logs" / "server.log"
+    server = LocalServer(fake_backend, log_path=log_path, ctx_size=1024, parallel=3, alias="local/x")
+    base_url = server.start()
+    assert server.start() == base_url  # already started: same server
+    port = urlsplit(base_url).port
+    assert base_url == f"http://127.0.0.1:{port}/v1" and _port_open(port) and server.running
+    server.stop()
+    assert server.base_url is None and not server.running
+    assert _wait_port_closed(port, timeout=5)
+    server.stop()
+    text = log_path.read_text()
+    assert f"starting local server, weights={fake_backend}" in text
+    assert f"listening on http://127.0.0.1:{port}" in text
+    assert "n_ctx=3072 n_parallel=3 alias=['local/x'] penalty=1.10 host=['127.0.0.1']" in text
+
+
+def test_log_is_appended_across_starts(fake_backend: Path, tmp_path: Path) -> None:
+    log_path = tmp_path / "server.log"
+    for _ in range(2):
+        with LocalServer(fake_backend, log_path=log_path):
+            pass
+    assert log_path.read_text().count("starting local server") == 2
+
+
+def test_child_failure_reported_at_once_with_log_tail(
+    fake_backend: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_XLLAMACPP_MODE", "fail")
+    started = time.monotonic()
+    with pytest.raises(LocalProviderError) as info:
+        LocalServer(fake_backend, log_path=tmp_path / "server.log", startup_timeout=60).start()
+    assert time.monotonic() - started < 20
+    message = str(info.value)
+    assert "exited during startup (exit code 1)" in message
+    assert "fake: failed to load model" in message and str(tmp_path / "server.log") in message
+
+
+def test_startup_deadline_kills_the_child(fake_backend: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_XLLAMACPP_MODE", "hang")
+    server = LocalServer(fake_backend, log_path=tmp_path / "server.log", startup_timeout=1.5)
+    spawned: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        spawned.append(proc)
+        return proc
+
+    monkeypatch.setattr(lp.subprocess, "Popen", recording_popen)
+    with pytest.raises(LocalProviderError, match="did not start within 2 s"):
+        server.start()
+    assert len(spawned) == 1 and spawned[0].poll() is not None  # stopped, not orphaned
+    assert server.pid is None
+
+
+@pytest.mark.parametrize("how", ["sigkill", "ctrl-c", "exit"])
+def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how: str) -> None:
+    """Killed (SIGKILL), interrupted (Ctrl-C) or simply exiting without stop(): the server goes too."""
+    port, child_pid, parent = _start_in_subprocess(fake_backend, tmp_path, hold=how != "exit")
+    try:
+        if how == "sigkill":
+            parent.send_signal(signal.SIGKILL)
+        elif how == "ctrl-c":
+            parent.send_signal(signal.SIGINT)
+        parent.wait(timeout=20)
+        assert _wait_port_closed(port, timeout=10), f"server outlived its parent ({how})"
+        _assert_gone(child_pid)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _start_in_subprocess(weights: Path, tmp_path: Path, *, hold: bool) -> tuple[int, int, subprocess.Popen[bytes]]:
+    """A stand-in for the pytest controller: starts the server, prints where it is, then holds or exits."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from pytest_helmbench.local_provider import LocalServer\n"
+        "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
+        "print(server.start(), server.pid, flush=True)\n"
+        "if sys.argv[3] == 'hold':\n"
+        "    time.sleep(120)\n"
+    )
+    paths = [str(Path(lp.__file__).parents[1]), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(weights), str(tmp_path / "server.log"), "hold" if hold else "exit"],
+        stdout=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, even under a shell job
+    )
+    assert parent.stdout is not None
+    line = parent.stdout.readline().decode().split()
+    if len(line) != 2:
+        parent.kill()
+        parent.wait()
+        pytest.fail(f"the parent did not start the server: {line!r}; log:\n{(tmp_path / 'server.log').read_text()}")
+    port = urlsplit(line[0]).port
+    assert port and _port_open(port)
+    return port, int(line[1]), parent
+
+
+def _assert_gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"server process {pid} is still running"
+
+
+# ---------------------------------------------------------------------------------------------
 # the real server (xllamacpp + SmolLM2 weights from the package registry, cached)
 # ---------------------------------------------------------------------------------------------
 
@@ -407,40 +577,18 @@ def test_startup_failure_reports_log_tail_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.local_model
 @needs_xllamacpp
-def test_server_dies_with_its_parent(smollm2_weights: Path, tmp_path: Path) -> None:
-    """A SIGKILLed controller must not leave an orphaned server behind."""
-    script = (
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from pytest_helmbench.local_provider import LocalServer\n"
-        "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
-        "print(server.start(), server.pid, flush=True)\n"
-        "time.sleep(120)\n"
-    )
-    paths = [str(Path(lp.__file__).parents[1]), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script, str(smollm2_weights), str(tmp_path / "server.log")],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
+def test_real_server_dies_with_its_parent(smollm2_weights: Path, tmp_path: Path) -> None:
+    """A SIGKILLed controller must not leave an orphaned llama.cpp server behind."""
+    port, child_pid, parent = _start_in_subprocess(smollm2_weights, tmp_path, hold=True)
     try:
-        assert parent.stdout is not None
-        line = parent.stdout.readline().decode().split()
-        assert len(line) == 2, f"parent did not start the server: {line!r}"
-        port, child_pid = urlsplit(line[0]).port, int(line[1])
-        assert port and _port_open(port)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         assert _wait_port_closed(port, timeout=10), "server outlived its SIGKILLed parent"
+        _assert_gone(child_pid)
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
-    deadline = time.monotonic() + 10
-    while _alive(child_pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(child_pid), "server process outlived its SIGKILLed parent"
 
 
 def _alive(pid: int) -> bool:

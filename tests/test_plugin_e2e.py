@@ -310,3 +310,65 @@ def test_maxfail_marks_the_run_interrupted_and_keeps_rows(pytester, bench, helm_
     db = pytester.path / "helmbench.db"
     assert rows(db, "select status, total_tests, failed_tests from evaluationrun") == [("interrupted", 1, 1)]
     assert rows(db, "select count(*) from result") == [(1,)]
+
+
+FAULTS = {  # perturbation marker -> (reply, expected outcome)
+    "case-ok": (Reply.ok(GOOD), "passed"),
+    "case-fenced": (Reply.ok(GOOD, fenced=True), "passed"),
+    "case-truncated": (Reply.truncated(), "error"),
+    "case-refusal": (Reply.refusal("I can't help with that."), "failed"),
+    "case-429": ([Reply.error(429, "slow down", retry_after=0.1), Reply.ok(GOOD)], "passed"),
+    "case-5xx": (Reply.error(502, "bad gateway"), "error"),
+    "case-in-200": ([Reply.error_in_200(), Reply.ok(GOOD)], "passed"),
+    "case-wrong": (Reply.ok(WRONG), "failed"),
+}
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_protocol_faults_with_and_without_xdist(pytester, bench, helm_env, xdist):
+    perturbations = "".join(f"# PT{i}\n\n## User input\n\n{marker}\n\n" for i, marker in enumerate(FAULTS, start=1))
+    write(bench / "scenarios/P1-B1-S1/perturbations.md", perturbations)
+    for marker, (reply, _) in FAULTS.items():
+        helm_env.add_rule(contains=marker, reply=reply)
+    result = run(pytester, "--helmbench-select=C1-U0", "--helmbench-retries=2", "--helmbench-cache=off", *xdist)
+    expected = [outcome for _, outcome in FAULTS.values()]
+    result.assert_outcomes(passed=expected.count("passed"), failed=expected.count("failed"), errors=expected.count("error"))
+    statuses = dict(rows(pytester.path / "helmbench.db", "select case_code, status from result"))
+    assert statuses == {f"P1-B1-S1-C1-PT{i}": outcome for i, outcome in enumerate(expected, start=1)}
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
+    pytester.makeini("[pytest]\nhelmbench_model = ini/model\nhelmbench_select = C1-U0-PT1\n")
+    helm_env.add_rule(reply=Reply.ok(GOOD))
+    run(pytester, "--helmbench-cache=off").assert_outcomes(passed=1)
+    monkeypatch.setenv("HELMBENCH_MODEL", "env/model")
+    run(pytester, "--helmbench-cache=off").assert_outcomes(passed=1)
+    run(pytester, "--helmbench-cache=off", "--helmbench-model=cli/model").assert_outcomes(passed=1)
+    assert [r.model for r in helm_env.chat_requests] == ["ini/model", "env/model", "cli/model"]
+
+
+def test_built_wheel_ships_the_migrations_and_an_installed_copy_migrates(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)], check=True, capture_output=True)
+    wheel = zipfile.ZipFile(next(tmp_path.glob("pytest_helmbench-*.whl")))
+    names = wheel.namelist()
+    assert "pytest_helmbench/migrations/env.py" in names
+    assert "pytest_helmbench/migrations/versions/0001_initial_schema.py" in names
+    entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "helmbench = pytest_helmbench.plugin" in entry_points
+    site = tmp_path / "site"
+    wheel.extractall(site)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import pytest_helmbench.storage as s; "
+        "assert s.__file__.startswith(sys.argv[1]), s.__file__; s.upgrade('sqlite:///' + sys.argv[2]); print(s.migrations_dir())"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(site), str(tmp_path / "x.db")], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.strip() == str(site / "pytest_helmbench" / "migrations")
+    with sqlite3.connect(tmp_path / "x.db") as conn:
+        tables = {name for (name,) in conn.execute("select name from sqlite_master where type='table'")}
+    assert {"result", "evaluationrun", "scenarioconditionlink", "cachedresponse", "alembic_version"} <= tables
