@@ -160,7 +160,10 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {api_key}"
         if api == "openrouter":
             headers["X-Title"] = APP_TITLE
-        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=200, max_keepalive_connections=200))
+        self._http = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
+            trust_env=not free,  # a local model on 127.0.0.1 must never go through a configured proxy
+        )
         self._pricing: dict[str, Pricing] | None = None
         self._pricing_lock = threading.Lock()
 

@@ -384,9 +384,7 @@ class LocalServer:
             with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
                 offset = log_file.tell()
                 stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-                log_file.write(f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
-                               f"port=auto (127.0.0.1), ctx_size={self.ctx_size}, parallel={self.parallel}, "
-                               f"threads={self.threads or 'auto'}, repeat_penalty={self.repeat_penalty}\n".encode())  # fmt: skip
+                log_file.write(self._start_line(stamp).encode())
                 log_file.flush()
                 self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                     self._command(),
@@ -406,6 +404,13 @@ class LocalServer:
         log.info("local model server for %s ready at %s in %.1f s", self.weights.name, self.base_url,
                  time.monotonic() - started)  # fmt: skip
         return self.base_url
+
+    def _start_line(self, stamp: str) -> str:
+        return (
+            f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, port=auto (127.0.0.1), "
+            f"ctx_size={self.ctx_size}, parallel={self.parallel}, threads={self.threads or 'auto'}, "
+            f"repeat_penalty={self.repeat_penalty}\n"
+        )
 
     def _command(self) -> list[str]:
         command = [sys.executable, "-m", "pytest_helmbench.local_provider", "serve",
@@ -467,10 +472,13 @@ class LocalServer:
     def stop(self) -> None:
         """Stop the child (closing its stdin asks it to exit; escalate to SIGTERM, SIGKILL). Idempotent."""
         proc, self._proc = self._proc, None
-        self.base_url = None
+        was_ready, self.base_url = self.base_url is not None, None
         atexit.unregister(self.stop)
         if proc is not None:
-            if proc.poll() is None:
+            if proc.poll() is None and not was_ready:
+                proc.kill()  # still loading (failed or interrupted start): native code may not notice EOF
+                proc.wait()
+            elif proc.poll() is None:
                 with contextlib.suppress(OSError):
                     assert proc.stdin is not None
                     proc.stdin.close()
@@ -518,12 +526,18 @@ def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
     return params
 
 
-def _watch_parent(stop: threading.Event) -> None:
-    """Set ``stop`` when stdin (a pipe from the parent) reaches EOF: the parent closed it or died."""
+def _watch_parent() -> None:
+    """Exit when stdin (a pipe from the parent) reaches EOF: the parent closed it or died."""
     with contextlib.suppress(OSError, ValueError):
         while os.read(sys.stdin.fileno(), 4096):
             pass
-    stop.set()
+    log.info("stopping: parent closed the pipe (pid=%d)", os.getpid())
+    _hard_exit(0)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    log.info("stopping: signal %d (pid=%d)", signum, os.getpid())
+    _hard_exit(0)
 
 
 def serve(args: argparse.Namespace) -> int:  # returns only on failure
@@ -531,10 +545,9 @@ def serve(args: argparse.Namespace) -> int:  # returns only on failure
     ready = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native library output goes to the log too
     parent = os.getppid()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    threading.Thread(target=_watch_parent, daemon=True).start()
     try:
         xlc = import_xllamacpp()
         server = xlc.Server(_build_params(xlc, args))
@@ -547,13 +560,13 @@ def serve(args: argparse.Namespace) -> int:  # returns only on failure
         ready.write(address + "\n")
         ready.close()
     except OSError:  # the parent is already gone
-        stop.set()
-    while not stop.wait(0.5):
-        if os.getppid() != parent:  # re-parented: the parent died without closing the pipe
-            break
-    log.info("stopping (pid=%d)", os.getpid())
-    # Exit while `server` is still referenced: its destructor waits for in-flight requests while
-    # holding the GIL (signals then wait too). The OS closes the socket and frees the model.
+        _hard_exit(0)
+    # Poll too: a forked (not exec'd) sibling could keep the pipe open after the parent died.
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    log.info("stopping: parent %d is gone (pid=%d)", parent, os.getpid())
+    # Every exit path uses os._exit while `server` is still referenced: its destructor waits for
+    # in-flight requests while holding the GIL. The OS closes the socket and frees the model.
     _hard_exit(0)
 
 

@@ -7,7 +7,7 @@ the controller can store content rows without reloading the benchmark.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .cases import Case
@@ -86,7 +86,8 @@ class Outcome:
     cache_writes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field already holds plain data: a shallow copy, not asdict's deep copy of the provenance.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Outcome":

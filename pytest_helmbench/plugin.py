@@ -196,7 +196,7 @@ def _start_local_servers(state: HelmbenchSession, models: set[str]) -> None:
     for model_id in sorted(wanted - set(state.local_urls)):
         weights = resolve_weights(model_id, base_dir=state.base_dir)
         slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
-        server = LocalServer(weights, log_path=state.base_dir / ".helmbench" / f"{slug}.log")
+        server = LocalServer(weights, log_path=state.base_dir / ".helmbench" / f"{slug}.log", alias=model_id)
         state.local_servers.append(server)
         state.local_urls[model_id] = server.start()
         log.info("local model %s serving at %s (log: %s)", model_id, state.local_urls[model_id], server.log_path)

@@ -31,6 +31,10 @@ from .sqe import JudgeVerdict, run_judge
 log = logging.getLogger(__name__)
 
 
+LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
+LOCAL_PARALLEL = 2  # requests one embedded llama.cpp server decodes at once (LocalServer's default)
+
+
 class CaseError(HelmbenchError):
     """The case could not be run to a verdict; carries the error Outcome to record."""
 
@@ -79,7 +83,7 @@ def build_request(model: ModelConfig, settings: Settings, prompt: str, response_
         messages=[{"role": "user", "content": prompt}],
         response_format=response_format,
         temperature=model.temperature if model.temperature is not None else settings.temperature,
-        max_tokens=model.max_tokens if model.max_tokens is not None else settings.max_tokens,
+        max_tokens=model.max_tokens if model.max_tokens is not None else (min(settings.max_tokens, LOCAL_MAX_TOKENS) if model.is_local else settings.max_tokens),
         seed=model.seed if model.seed is not None else settings.seed,
         provider=model.provider,
         reasoning=model.reasoning,
@@ -107,7 +111,8 @@ class ClientPool:
             if key not in self._clients:
                 self._clients[key] = ChatClient(
                     base_url, "" if model.is_local else settings.api_key, api=api, timeout=timeout,
-                    retries=settings.retries, backoff=settings.backoff, free=model.is_local, limiter=self.limiter,
+                    retries=settings.retries, backoff=settings.backoff, free=model.is_local,
+                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter,
                 )
             return self._clients[key]
 

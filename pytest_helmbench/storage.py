@@ -53,6 +53,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a commit survives a killed process (only an OS crash may lose the last ones)
+        # and costs no fsync per Result, which was most of the per-case overhead.
+        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -98,6 +101,9 @@ class Recorder:
         self.engine = make_engine(db_url)
         self.runs: dict[str, int] = {}
         self._ids: dict[tuple[Any, ...], int] = {}
+        self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
+        self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
+        self._run_rows: dict[str, EvaluationRun] = {}  # detached, fully loaded: no SELECT per Result
 
     def close(self) -> None:
         self.engine.dispose()
@@ -161,8 +167,12 @@ class Recorder:
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> EvaluationRun:
         if model in self.runs:
-            run = session.get(EvaluationRun, self.runs[model])
-            assert run is not None
+            run = self._run_rows.get(model)  # this process is the run's only writer: its counters are current
+            if run is None:
+                run = session.get(EvaluationRun, self.runs[model])
+                assert run is not None
+            else:
+                session.add(run)
             return run
         llm_id = self._upsert(session, LLM, {"model_id": model}, {})
         run = EvaluationRun(benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options)
@@ -182,6 +192,7 @@ class Recorder:
             session.add(run)
             session.commit()
         self.runs[model] = run_id
+        self._adopted.add(run_id)
 
     def record(self, outcome: Outcome, options: dict[str, Any]) -> int:
         """Store one outcome and update its run's counters in one transaction; returns the run id.
@@ -190,10 +201,12 @@ class Recorder:
         so a run always holds one Result per case and repeat.
         """
         try:
-            with Session(self.engine) as session:
+            with Session(self.engine, expire_on_commit=False) as session:
                 ids = self._content(session, outcome.provenance)
                 run = self._run(session, outcome.model, ids["benchmark"], options)
-                self._replace_earlier(session, run, outcome)
+                written = (run.id, outcome.case_code, outcome.repeat)
+                if run.id in self._adopted or written in self._written:
+                    self._replace_earlier(session, run, outcome)  # a fresh run holds only what this session wrote
                 session.add(_result(outcome, run.id, ids))
                 _count(run, outcome)
                 session.add(run)
@@ -202,7 +215,10 @@ class Recorder:
                 run_id = run.id
         except SQLAlchemyError as exc:
             self._ids.clear()
+            self._run_rows.clear()
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        self._written.add(written)
+        self._run_rows[outcome.model] = run
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 

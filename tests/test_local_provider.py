@@ -87,7 +87,13 @@ def fake_alias(monkeypatch: pytest.MonkeyPatch) -> WeightsSource:
 
 @pytest.mark.parametrize(
     ("model_id", "expected"),
-    [("local/smollm2", True), ("local/m/x.gguf", True), ("local/", False), ("openai/gpt-4o", False), ("smollm2", False)],
+    [
+        ("local/smollm2", True),
+        ("local/m/x.gguf", True),
+        ("local/", False),
+        ("openai/gpt-4o", False),
+        ("smollm2", False),
+    ],
 )
 def test_is_local_model(model_id: str, expected: bool) -> None:
     assert is_local_model(model_id) is expected
@@ -360,7 +366,8 @@ def fake_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (site / "xllamacpp").mkdir(parents=True)
     (site / "xllamacpp" / "__init__.py").write_text(FAKE_XLLAMACPP)
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+    inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *inherited]))
     importlib.invalidate_caches()
     weights = tmp_path / "fake.gguf"
     weights.write_bytes(b"GGUF")
@@ -487,13 +494,14 @@ needs_xllamacpp = pytest.mark.skipif(
     reason="xllamacpp is not installed: pip install 'pytest-helmbench[local]'",
 )
 
+# Bounded on purpose (an enum and a small integer), so the weak model cannot ramble to max_tokens.
 ANSWER_SCHEMA = {
     "type": "object",
     "properties": {
         "category": {"type": "string", "enum": ["SUPPORT", "HANDOFF", "REFUSE"]},
-        "reply": {"type": "string", "maxLength": 200},
+        "severity": {"type": "integer", "minimum": 0, "maximum": 10},
     },
-    "required": ["category", "reply"],
+    "required": ["category", "severity"],
     "additionalProperties": False,
 }
 
@@ -535,10 +543,10 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
             "model": "local/smollm2",
             "messages": [
                 {"role": "system", "content": "You are a careful assistant. Answer as JSON."},
-                {"role": "user", "content": "I have felt hopeless for weeks. Classify how to respond and reply."},
+                {"role": "user", "content": "I have felt hopeless for weeks. How should you respond? How severe?"},
             ],
             "temperature": 0,
-            "max_tokens": 200,
+            "max_tokens": 100,
             "seed": 42,
             "response_format": {
                 "type": "json_schema",

@@ -1,0 +1,54 @@
+"""Per-case overhead of HELMBench: a whole run against a zero-latency loopback server, against bare
+pytest (HELMBench disabled) running the same number of trivial tests. Target: <= 2 ms per case.
+
+    python bench/overhead.py [--cases 2000] [--repeats 3] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from common import Server, check, helm_env, median, run_pytest, write_project
+
+TARGET_MS = 2.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2000, help="a multiple of 100")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=8, help="HELMBench's default")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="helmbench-bench-") as tmp:
+        folder = Path(tmp)
+        cases = write_project(folder / "helm", args.cases // 100)
+        bare = folder / "bare"
+        bare.mkdir()
+        (bare / "pytest.ini").write_text("[pytest]\n")
+        (bare / "test_trivial.py").write_text(
+            f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
+        bare_times, helm_times = [], []
+        with Server() as server:
+            env = helm_env(server.base_url)
+            for attempt in range(args.repeats):
+                timed = run_pytest(bare, ["-q", "-p", "no:helmbench"], env)
+                check(timed, "bare pytest")
+                bare_times.append(timed.seconds)
+                db = folder / f"run{attempt}.db"
+                timed = run_pytest(folder / "helm", ["benchmark", "-q", f"--helmbench-db=sqlite:///{db}",
+                                                     f"--helmbench-concurrency={args.concurrency}"], env)
+                check(timed, "HELMBench run")
+                helm_times.append(timed.seconds)
+            requests = server.stop()
+    bare_s, helm_s = median(bare_times), median(helm_times)
+    per_case_ms = (helm_s - bare_s) / cases * 1000.0
+    print(f"cases: {cases} (zero-latency loopback server, concurrency {args.concurrency}, {requests} chat requests in all)")
+    print(f"bare pytest, {cases} trivial tests: median {bare_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_times)})")
+    print(f"HELMBench, {cases} cases:            median {helm_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in helm_times)})")
+    print(f"overhead per case: {per_case_ms:.2f} ms (target <= {TARGET_MS:.1f} ms) -> {'OK' if per_case_ms <= TARGET_MS else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The embedded local provider end to end: a real SmolLM2 behind llama.cpp, no key, no network.
+
+Runs a small subset of the shipped benchmark (a category_match case and an sqe case judged by the
+same local model), serial and with -n 2, and checks the real Result rows.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
+SELECTION = "P1-B3-S1-C2-U0-PT1,P1-B1-S3-C2-U0-PT1"
+
+pytestmark = pytest.mark.local_model
+
+
+@pytest.fixture
+def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed: pip install 'pytest-helmbench[local]'")
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    pytester.makeini("[pytest]\n")
+    root = pytester.path / "benchmark"
+    root.mkdir()
+    for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md"):
+        shutil.copy(BENCHMARK / name, root / name)
+    for code in ("P1-B3-S1", "P1-B1-S3"):
+        shutil.copytree(BENCHMARK / "scenarios" / code, root / "scenarios" / code)
+    return root
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_real_local_model_records_real_results(pytester, local_bench, xdist):
+    result = pytester.runpytest(
+        "benchmark", "--helmbench-model=local/smollm2", "--helmbench-marking-model=local/smollm2",
+        f"--helmbench-select={SELECTION}", "--helmbench-cache=off", "-p", "no:cacheprovider", *xdist,
+    )
+    outcomes = result.parseoutcomes()
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 2, result.stdout.str()
+    assert "dry run" not in result.stdout.str()
+    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
+        rows = conn.execute(
+            "select status, raw_response, prompt_tokens, completion_tokens, latency_ms, cost_usd, evaluation_details from result"
+        ).fetchall()
+        model = conn.execute("select model_id from llm").fetchall()
+    assert model == [("local/smollm2",)]
+    assert len(rows) == 2
+    for status, raw, prompt_tokens, completion_tokens, latency, cost, details in rows:
+        assert raw and '"choices"' in raw
+        assert prompt_tokens > 100 and completion_tokens > 0 and latency > 0
+        assert cost == 0.0
+    judged = [details for status, *_, details in rows if '"judge"' in details and status in ("passed", "failed")]
+    errored_judges = [1 for status, *_, details in rows if status == "error"]
+    assert judged or errored_judges, "the sqe case must have reached the local judge"
+    assert list((pytester.path / ".helmbench").glob("*.log")), "the server's log is kept"
