@@ -77,26 +77,24 @@ class Scenario(SQLModel, table=True):
     content_hash: str
 
 
-class Condition(SQLModel, table=True):
-    __table_args__ = (UniqueConstraint("code", "content_hash"),)
+class ComponentFields(SQLModel):
+    """What conditions and user contexts share (a base, not a table)."""
+
     id: Optional[int] = Field(default=None, primary_key=True)
     code: str = Field(index=True)
     title: str = ""
-    content: str = Field(sa_column=Column(Text, nullable=False))
+    content: str = Field(sa_type=Text)
     severity: int = 0
-    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     content_hash: str
 
 
-class UserContext(SQLModel, table=True):
+class Condition(ComponentFields, table=True):
     __table_args__ = (UniqueConstraint("code", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
-    code: str = Field(index=True)
-    title: str = ""
-    content: str = Field(sa_column=Column(Text, nullable=False))
-    severity: int = 0
-    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    content_hash: str
+
+
+class UserContext(ComponentFields, table=True):
+    __table_args__ = (UniqueConstraint("code", "content_hash"),)
 
 
 class Perturbation(SQLModel, table=True):

@@ -1,0 +1,114 @@
+"""Storage: migrations match the models, rows are upserted by content hash, counters agree with rows."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlmodel import Session, SQLModel, select
+
+from pytest_helmbench.cases import expand
+from pytest_helmbench.loader import BenchmarkLoader
+from pytest_helmbench.outcome import Outcome, provenance
+from pytest_helmbench.prompt import compose
+from pytest_helmbench.storage import Recorder, StorageError, make_engine, upgrade
+from pytest_helmbench.tables import CachedResponse, Condition, EvaluationRun, Perturbation, Result, Scenario
+from tests.benchfiles import write_benchmark
+
+
+@pytest.fixture
+def outcomes(tmp_path):
+    root = write_benchmark(tmp_path / "benchmark")
+    loader = BenchmarkLoader(root)
+    scenario = loader.load_scenario(root / "scenarios" / "P1-B1-S1")
+    made = []
+    for case in expand(scenario, ["m/one"]):
+        prompt = compose(case)
+        made.append(Outcome("passed", "ok", case.model, case.code, f"id::{case.code}", prompt.text, prompt.hash,
+                            provenance(case, loader.info()), raw_response="{}", cost_usd=0.01, prompt_tokens=10, completion_tokens=5))
+    return made
+
+
+def test_migrations_match_the_models_and_are_idempotent(tmp_path):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    upgrade(url)
+    upgrade(url)
+    with make_engine(url).connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
+
+
+def test_upgrades_an_old_database_keeping_its_rows(tmp_path):
+    from alembic import command
+    from pytest_helmbench.storage import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    command.upgrade(alembic_config(url), "0001")
+    with make_engine(url).begin() as conn:
+        conn.exec_driver_sql("insert into llm (model_id, created_at) values ('m/x', '2026-01-01')")
+    upgrade(url)
+    with make_engine(url).connect() as conn:
+        assert conn.exec_driver_sql("select model_id from llm").fetchall() == [("m/x",)]
+        assert conn.exec_driver_sql("select count(*) from cachedresponse").fetchall() == [(0,)]
+
+
+def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    outcomes[1].status, outcomes[2].status, outcomes[3].status = "failed", "error", "skipped"
+    outcomes[0].cache_writes = [{"key": "k1", "model_id": "m/one", "raw_response": "{}", "prompt_tokens": 1,
+                                 "completion_tokens": 1, "cost_usd": 0.01, "latency_ms": 5.0}]
+    for session_id in ("s1", "s2"):
+        recorder = Recorder(url, session_id)
+        for outcome in outcomes:
+            recorder.record(outcome, {"temperature": 0})
+        recorder.finish({"m/one": "completed"})
+        recorder.close()
+    with Session(make_engine(url)) as session:
+        assert len(session.exec(select(Scenario)).all()) == 1
+        assert len(session.exec(select(Condition)).all()) == 2
+        assert len(session.exec(select(Perturbation)).all()) == 2
+        assert len(session.exec(select(CachedResponse)).all()) == 1
+        runs = session.exec(select(EvaluationRun)).all()
+        assert [(r.status, r.total_tests, r.passed_tests, r.failed_tests, r.error_tests, r.skipped_tests) for r in runs] == [
+            ("completed", 6, 5, 1, 1, 1)] * 2
+        assert runs[0].cost_usd == pytest.approx(0.08)
+
+
+def test_a_changed_component_adds_a_row_and_old_results_keep_theirs(tmp_path, outcomes):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    Recorder(url, "s1").record(outcomes[0], {})
+    changed = copy.deepcopy(outcomes[0])
+    changed.provenance["condition"]["content"] = "different"
+    changed.provenance["condition"]["hash"] = "f" * 64
+    recorder = Recorder(url, "s2")
+    recorder.record(changed, {})
+    with Session(recorder.engine) as session:
+        results = session.exec(select(Result).order_by(Result.id)).all()
+        conditions = session.exec(select(Condition).where(Condition.code == "C1").order_by(Condition.id)).all()
+    assert len(conditions) == 2
+    assert [r.condition_id for r in results] == [conditions[0].id, conditions[1].id]
+
+
+def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    first = Recorder(url, "s1")
+    errored = copy.deepcopy(outcomes[0])
+    errored.status = "error"
+    run_id = first.record(errored, {})
+    first.finish({"m/one": "interrupted"})
+    second = Recorder(url, "s2")
+    second.adopt("m/one", run_id, {})
+    assert second.record(outcomes[0], {}) == run_id
+    second.finish({"m/one": "completed"})
+    with Session(second.engine) as session:
+        run = session.get(EvaluationRun, run_id)
+        rows = session.exec(select(Result)).all()
+    assert [r.status for r in rows] == ["passed"]
+    assert (run.status, run.passed_tests, run.error_tests, run.total_tests) == ("completed", 1, 0, 1)
+
+
+def test_unusable_database_is_a_storage_error(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(StorageError, match="cannot migrate"):
+        upgrade(f"sqlite:///{tmp_path / 'file' / 'x.db'}")
