@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,15 +218,15 @@ def test_run_judge_multi_fail_end_to_end(server: FakeOpenRouter, send: Any, mult
 
 
 @pytest.mark.parametrize(("reply", "reason"), [
-    (Reply.error(503), "judge could not be reached: HTTP 503: Service Unavailable: no available provider (gave up after 2 attempts)"),
-    (Reply.drop(), "judge could not be reached: connection failed: RemoteProtocolError (gave up after 2 attempts)"),
-    (Reply.error_in_200("oops"), "judge could not be reached: provider error inside a 200 response: oops (gave up after 2 attempts)"),
+    (Reply.error(503), r"judge could not be reached: HTTP 503: Service Unavailable: no available provider \(gave up after 2 attempts\)"),
+    (Reply.drop(), r"judge could not be reached: connection failed: (RemoteProtocolError|ReadError|WriteError|ConnectError) \(gave up after 2 attempts\)"),
+    (Reply.error_in_200("oops"), r"judge could not be reached: provider error inside a 200 response: oops \(gave up after 2 attempts\)"),
 ], ids=["503", "drop", "error-in-200"])
 def test_unreachable_judge_raises_judge_error(server: FakeOpenRouter, send: Any, single: Criteria, reply: Reply, reason: str) -> None:
     server.add_rule(reply=reply)
     with pytest.raises(JudgeError) as info:
         run_judge(send, single, PROMPT, ANSWER)
-    assert info.value.reason == reason
+    assert re.fullmatch(reason, info.value.reason), info.value.reason  # a drop surfaces as one of httpx's transport errors
     assert info.value.attempts == 2
     assert len(server.chat_requests) == 2
 
