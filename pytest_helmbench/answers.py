@@ -33,9 +33,23 @@ def parse_json_content(content: str | None) -> Any:
         raise AnswerInvalid(f"response is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
 
 
+_VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """One validator per schema object (a scenario's schema is shared by all its cases); building
+    one per answer cost more than validating."""
+    found = _VALIDATORS.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_VALIDATORS) >= 4096:  # schemas built per call by some caller: never grow without bound
+            _VALIDATORS.clear()
+        found = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
+    return found[1]
+
+
 def schema_violations(answer: Any, schema: dict[str, Any]) -> list[str]:
     """Every way the answer breaks the schema, as 'path: message' lines (sorted, deterministic)."""
-    validator = Draft202012Validator(schema)
+    validator = _validator(schema)
     problems = []
     for error in validator.iter_errors(answer):
         path = "/".join(str(p) for p in error.absolute_path) or "(root)"

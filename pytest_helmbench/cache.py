@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from .client import ChatRequest
 from .tables import CachedResponse
@@ -51,6 +51,7 @@ class ResponseCache:
         self.ttl_seconds = ttl_seconds
         self._engine_factory = engine_factory
         self._engine = None
+        self._keys: set[str] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -61,13 +62,23 @@ class ResponseCache:
     def writable(self) -> bool:
         return self.mode in ("write", "on")
 
-    def get(self, key: str) -> CachedResponse | None:
-        if not self.readable:
-            return None
+    def _stored_keys(self) -> set[str]:
+        """Every key stored when this process first read the cache, read once: a cold run then
+        costs no query per case. Entries written later in the session are for other requests."""
         with self._lock:
             if self._engine is None:
                 self._engine = self._engine_factory()
+            if self._keys is None:
+                with Session(self._engine) as session:
+                    self._keys = set(session.exec(select(CachedResponse.key)).all())
+            return self._keys
+
+    def get(self, key: str) -> CachedResponse | None:
+        if not self.readable:
+            return None
         try:
+            if key not in self._stored_keys():
+                return None
             with Session(self._engine) as session:
                 entry = session.get(CachedResponse, key)
         except SQLAlchemyError as exc:

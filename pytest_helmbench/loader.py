@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -436,10 +436,16 @@ def parse_response_format(path: Path) -> dict[str, Any]:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise BenchmarkError(path, "json_schema.schema must be a JSON Schema of type object", fix=fix)
     try:
-        Draft202012Validator.check_schema(schema)
+        _check_schema(json.dumps(schema, sort_keys=True))
     except SchemaError as exc:
         raise BenchmarkError(path, f"invalid JSON Schema: {exc.message}", fix="correct the schema") from None
     return data
+
+
+@lru_cache(maxsize=256)
+def _check_schema(text: str) -> None:
+    """Validate a schema against the metaschema once per distinct schema (scenarios share a few)."""
+    Draft202012Validator.check_schema(json.loads(text))
 
 
 def parse_evaluation(meta: dict[str, Any], path: Path, response_format: dict[str, Any]) -> EvaluationSpec:

@@ -6,8 +6,10 @@ HELMBench cases were collected (or a HELMBench option asks for work).
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,7 @@ from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
 from .estimate import estimate, estimate_lines
 from .items import CaseItem, ScenarioFile
-from .local_provider import LocalProviderError, LocalServer, is_local_model, resolve_weights
-from .outcome import Outcome
+from .outcome import FAILED, Outcome
 from .prompt import compose
 from .reporting import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
 from .resume import CHANGED, DONE
@@ -190,6 +191,8 @@ def _prepare_run(state: HelmbenchSession, models: set[str]) -> None:
 
 def _start_local_servers(state: HelmbenchSession, models: set[str]) -> None:
     settings = state.settings
+    from .local_provider import LocalServer, is_local_model, resolve_weights  # only when a run starts: its imports cost 50 ms
+
     wanted = {m for m in models if is_local_model(m)}
     if settings.marking_model and is_local_model(settings.marking_model.id):
         wanted.add(settings.marking_model.id)
@@ -211,15 +214,65 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     stop) cancels every call not yet started.
     """
     state = HelmbenchSession.get(session.config)
-    pool = _start_prefetch(state, session)
+    prefetch = _start_prefetch(state, session)
+    if prefetch is not None:
+        gc.freeze()  # collected items and loaded modules live all run: full collections need not scan them
     try:
         return (yield)
     finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if prefetch is not None:
+            prefetch.close()
+            gc.unfreeze()
 
 
-def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> ThreadPoolExecutor | None:
+class _NotStarted(Exception):
+    """A prefetched call that was not started because the session was about to stop."""
+
+
+class Prefetch:
+    """The calls submitted ahead of pytest's loop.
+
+    The pool finishes calls ahead of the items pytest reports, so it counts failures and errors
+    itself: once --maxfail of them are known (or the session is stopping), no further call starts,
+    and the calls paid beyond the stop are bounded by those in flight.
+    """
+
+    def __init__(self, session: pytest.Session, state: HelmbenchSession) -> None:
+        self.session = session
+        self.executor = state.executor
+        self.maxfail = int(session.config.getoption("maxfail", 0) or 0)
+        self.failures = 0
+        self.stopped = False
+        self._lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call")
+
+    def submit(self, item: CaseItem) -> None:
+        item.prefetch = self.pool.submit(self._call, item.case, compose(item.case), item.nodeid, item.repeat)
+
+    def _call(self, case: Any, prompt: Any, nodeid: str, repeat: int) -> Outcome:
+        if self.stopped or self.session.shouldstop or self.session.shouldfail:
+            raise _NotStarted()
+        try:
+            outcome = self.executor.run(case, prompt, nodeid, repeat)
+        except CaseError:
+            self._count_failure()
+            raise
+        if outcome.status == FAILED:
+            self._count_failure()
+        return outcome
+
+    def _count_failure(self) -> None:
+        with self._lock:
+            self.failures += 1
+            if self.maxfail and self.failures >= self.maxfail:
+                self.stopped = True
+
+    def close(self) -> None:
+        self.stopped = True
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> Prefetch | None:
     if state.is_worker or session.config.getoption("collectonly"):
         return None
     if session.testsfailed and not session.config.getoption("continue_on_collection_errors"):
@@ -227,11 +280,19 @@ def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> ThreadP
     items = [it for it in _case_items(session.items) if not state.settings.is_dry_run(state.settings.model(it.case.model))]
     if not items or state.settings.concurrency <= 1:
         return None
-    pool = ThreadPoolExecutor(max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call")
-    executor = state.executor
+    prefetch = Prefetch(session, state)
     for item in items:
-        item.prefetch = pool.submit(executor.run, item.case, compose(item.case), item.nodeid, item.repeat)
-    return pool
+        prefetch.submit(item)
+    return prefetch
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A prefetched call that was held back (the pool saw --maxfail failures first) runs in setup."""
+    if isinstance(item, CaseItem) and item.prefetch is not None:
+        future = item.prefetch
+        if future.cancelled() or isinstance(future.exception(), _NotStarted):
+            item.prefetch = None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -277,7 +338,9 @@ class ControllerHooks:
         except HelmbenchError as exc:
             raise pytest.UsageError(f"HELMBench: {exc}") from None
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Stored before the terminal shows the case as finished: a kill never loses a reported case."""
         payload = getattr(report, "helmbench", None)
         if payload:
             self.state.record(Outcome.from_dict(payload))

@@ -293,7 +293,9 @@ class HelmbenchSession:
         stopped = self.stopped_models()
         if self.recorder is not None and not self.storage_error:
             models = set(self.tallies) | set(self.recorder.runs)
-            statuses = {m: "interrupted" if interrupted or m in stopped else "completed" for m in models}
+            # A run with cases skipped at the cost ceiling is not complete: `--helmbench-resume` finds it.
+            short = {m for m, tally in self.tallies.items() if tally.count(SKIPPED)}
+            statuses = {m: "interrupted" if interrupted or m in stopped or m in short else "completed" for m in models}
             self.recorder.finish(statuses)
             self.recorder.close()
         self.close_clients()

@@ -12,8 +12,10 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import delete, event, insert, update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import bindparam, delete, event, insert, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine, select
 
@@ -104,9 +106,32 @@ class Recorder:
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
         self._run_rows: dict[str, EvaluationRun] = {}  # detached, fully loaded: no SELECT per Result
+        self._scenarios: dict[tuple[Any, ...], tuple[int, int]] = {}  # (benchmark id, scenario id) per exact content
+        self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
+        self._conn: Connection | None = None
 
     def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         self.engine.dispose()
+
+    def _forget(self) -> None:
+        """After a failed transaction: ids and counters kept in memory may name rows rolled back."""
+        if self._conn is not None:
+            self._conn.close()  # it may be unusable: the next Result opens another
+            self._conn = None
+        self._ids.clear()
+        self._run_rows.clear()
+        self._scenarios.clear()
+        self._components.clear()
+
+    def _connection(self) -> Connection:
+        """One connection for every Result of the session (a pool checkout per Result cost more
+        than the insert); each record() still commits its own transaction on it."""
+        if self._conn is None or self._conn.invalidated or self._conn.closed:
+            self._conn = self.engine.connect()
+        return self._conn
 
     def _upsert(self, session: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]) -> int:
         key = (table.__name__, tuple(sorted(match.items())))
@@ -132,6 +157,33 @@ class Recorder:
 
     def _content(self, session: Session, prov: dict[str, Any]) -> dict[str, int | None]:
         """Upsert the content rows of one case by code and content hash; return their ids."""
+        key = _scenario_key(prov)
+        if key not in self._scenarios:
+            self._scenarios[key] = self._scenario_ids(session, prov)
+        benchmark_id, scenario_id = self._scenarios[key]
+        ids: dict[str, int | None] = {"benchmark": benchmark_id, "scenario": scenario_id, "user_context": None}
+        for kind in ("condition", "user_context", "perturbation"):
+            c = prov[kind]
+            if c is not None:
+                key = (kind, scenario_id, c["code"], c["hash"])
+                if key not in self._components:
+                    self._components[key] = self._component_id(session, kind, c, scenario_id, prov["scenario"]["code"])
+                ids[kind] = self._components[key]
+        return ids
+
+    def _component_id(self, session: Session, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str) -> int:
+        if kind == "perturbation":
+            return self._upsert(
+                session, Perturbation, {"scenario_id": scenario_id, "code": c["code"], "content_hash": c["hash"]},
+                {**_component_values(c), "full_code": f"{scenario_code}-{c['code']}", "style": c["style"]},
+            )
+        table, link, column = (Condition, ScenarioConditionLink, "condition_id") if kind == "condition" else (UserContext, ScenarioUserContextLink, "user_context_id")
+        row_id = self._upsert(session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c))
+        self._link(session, link, scenario_id=scenario_id, **{column: row_id})
+        return row_id
+
+    def _scenario_ids(self, session: Session, prov: dict[str, Any]) -> tuple[int, int]:
+        """Benchmark, pillar, behaviour and scenario rows of a case: (benchmark id, scenario id)."""
         b = prov["benchmark"]
         benchmark_id = self._upsert(session, Benchmark, {"version": b["version"], "content_hash": b["hash"]}, {"description": b["description"]})
         p = prov["pillar"]
@@ -148,22 +200,7 @@ class Recorder:
              "response_schema": s["response_format"], "evaluation_config": s["evaluation"], "criteria": s["criteria"],
              "risk": s["risk"], "critical": s["critical"], "meta": s["meta"]},
         )
-        ids: dict[str, int | None] = {"benchmark": benchmark_id, "scenario": scenario_id, "user_context": None}
-        for kind, table, link, column in (
-            ("condition", Condition, ScenarioConditionLink, "condition_id"),
-            ("user_context", UserContext, ScenarioUserContextLink, "user_context_id"),
-        ):
-            c = prov[kind]
-            if c is None:
-                continue
-            ids[kind] = self._upsert(session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c))
-            self._link(session, link, scenario_id=scenario_id, **{column: ids[kind]})
-        pt = prov["perturbation"]
-        ids["perturbation"] = self._upsert(
-            session, Perturbation, {"scenario_id": scenario_id, "code": pt["code"], "content_hash": pt["hash"]},
-            {**_component_values(pt), "full_code": f"{s['code']}-{pt['code']}", "style": pt["style"]},
-        )
-        return ids
+        return benchmark_id, scenario_id
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> EvaluationRun:
         """The run of `model`, detached: this process is its only writer, so its counters are kept
@@ -203,23 +240,25 @@ class Recorder:
         so a run always holds one Result per case and repeat.
         """
         try:
-            with Session(self.engine, expire_on_commit=False) as session:
+            with Session(self._connection(), expire_on_commit=False) as session:
                 ids = self._content(session, outcome.provenance)
                 run = self._run(session, outcome.model, ids["benchmark"], options)
                 written = (run.id, outcome.case_code, outcome.repeat)
                 if run.id in self._adopted or written in self._written:
                     self._replace_earlier(session, run, outcome)  # a fresh run holds only what this session wrote
                 # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
-                session.execute(insert(Result.__table__), [_result_values(outcome, run.id, ids)])
+                session.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
                 _count(run, outcome)
-                session.execute(update(EvaluationRun.__table__).where(EvaluationRun.__table__.c.id == run.id).values(_counters(run)))
+                session.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
                 self._store_cache(session, outcome.cache_writes)
                 session.commit()
                 run_id = run.id
         except SQLAlchemyError as exc:
-            self._ids.clear()
-            self._run_rows.clear()
+            self._forget()
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        except BaseException:
+            self._forget()
+            raise
         self._written.add(written)
         self._run_rows[outcome.model] = run
         self.runs.setdefault(outcome.model, run_id)
@@ -239,9 +278,12 @@ class Recorder:
         if not entries:
             return
         fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
-        table = CachedResponse.__table__
-        session.execute(delete(table).where(table.c.key.in_(list(fresh))))
-        session.execute(insert(table), list(fresh.values()))
+        upsert = _UPSERT_CACHED.get(session.get_bind().dialect.name)
+        if upsert is not None:
+            session.execute(upsert, list(fresh.values()))
+        else:
+            session.execute(_DELETE_CACHED, {"keys": list(fresh)})
+            session.execute(_INSERT_CACHED, list(fresh.values()))
 
     def finish(self, statuses: dict[str, str]) -> None:
         """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model)."""
@@ -253,6 +295,13 @@ class Recorder:
                     run.finished_at = utcnow()
                     session.add(run)
             session.commit()
+
+
+def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:
+    """Identifies the benchmark, pillar, behaviour and scenario rows of a case (codes, hashes, texts)."""
+    b, p, h, s = prov["benchmark"], prov["pillar"], prov["behaviour"], prov["scenario"]
+    return (b["version"], b["hash"], p["code"], p["name"], p["description"], h["code"], h["title"], h["description"],
+            h["compliance"], s["code"], s["hash"])
 
 
 def _component_values(c: dict[str, Any]) -> dict[str, Any]:
@@ -280,9 +329,22 @@ def _result_values(outcome: Outcome, run_id: int, ids: dict[str, int | None]) ->
 COUNTERS = ("total_tests", "passed_tests", "failed_tests", "error_tests", "skipped_tests", "cost_usd", "judge_cost_usd",
             "prompt_tokens", "completion_tokens")
 
+# Built once: SQLAlchemy then reuses their compiled form (building them per Result cost ~0.1 ms each).
+_RUNS, _RESULTS, _CACHED = EvaluationRun.__table__, Result.__table__, CachedResponse.__table__
+_INSERT_RESULT = insert(_RESULTS)
+_UPDATE_COUNTERS = update(_RUNS).where(_RUNS.c.id == bindparam("run_id")).values({name: bindparam(f"new_{name}") for name in COUNTERS})
+_DELETE_CACHED = delete(_CACHED).where(_CACHED.c.key.in_(bindparam("keys", expanding=True)))
+_INSERT_CACHED = insert(_CACHED)
 
-def _counters(run: EvaluationRun) -> dict[str, Any]:
-    return {name: getattr(run, name) for name in COUNTERS}
+
+def _upsert_cached(dialect_insert: Any) -> Any:
+    statement = dialect_insert(_CACHED)
+    return statement.on_conflict_do_update(
+        index_elements=[_CACHED.c.key], set_={c.name: statement.excluded[c.name] for c in _CACHED.columns if c.name != "key"})
+
+
+# One statement where the dialect has INSERT .. ON CONFLICT (also safe against another session writing the key).
+_UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert_cached(postgresql_insert)}
 
 
 def _count(run: EvaluationRun, outcome: Outcome | Result, sign: int = 1) -> None:

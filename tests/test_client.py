@@ -315,7 +315,7 @@ def test_transient_fault_raises_call_error_when_retries_run_out(server: FakeOpen
     error = info.value
     assert type(error) is CallError  # an outage, never a model rejection and never an answer
     if reason.startswith("connection failed"):  # a dropped connection surfaces as one of httpx's transport errors
-        assert re.fullmatch(r"connection failed: (RemoteProtocolError|ReadError|WriteError|ConnectError) \(gave up after 3 attempts\)", error.reason)
+        assert re.fullmatch(r"connection failed: \w+Error \(gave up after 3 attempts\)", error.reason)
     else:
         assert error.reason == f"{reason} (gave up after 3 attempts)"
     assert str(error) == error.reason
