@@ -13,7 +13,7 @@ import os
 import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .budget import BudgetExhausted, CostLedger
 from .cache import CacheEntry, ResponseCache, request_key
@@ -94,16 +94,16 @@ def build_request(model: ModelConfig, settings: Settings, prompt: str, response_
 class ClientPool:
     """One ChatClient per endpoint, shared by all cases of the process (connection reuse)."""
 
-    def __init__(self, settings: Settings, base_urls: dict[str, str] | None = None, limiter: AdaptiveLimiter | None = None) -> None:
+    def __init__(self, settings: Settings, local_url: Callable[[str], str | None] | None = None, limiter: AdaptiveLimiter | None = None) -> None:
         self.settings = settings
-        self.base_urls = base_urls if base_urls is not None else {}  # shared: local servers may start later
+        self._base_url = local_url or (lambda model_id: None)  # asked at each call: local servers may start later
         self.limiter = limiter
         self._clients: dict[tuple[str, str, float, bool], ChatClient] = {}
         self._lock = threading.Lock()
 
     def for_model(self, model: ModelConfig) -> ChatClient:
         settings = self.settings
-        base_url = self.base_urls.get(model.id) or model.base_url or settings.base_url
+        base_url = self._base_url(model.id) or model.base_url or settings.base_url
         api = "openai" if model.is_local else (model.api or settings.api)
         timeout = model.timeout or settings.timeout
         key = (base_url, api, timeout, model.is_local)
@@ -158,6 +158,11 @@ class Executor:
         probe.wait()
         return None
 
+    @staticmethod
+    def _endpoint(model: ModelConfig, client: ChatClient) -> str:
+        """Where the request goes, for its hash: a local model's port changes every session, its id does not."""
+        return f"local:{model.id}" if model.is_local else client.base_url
+
     def check_running(self, model: str) -> None:
         reason = self.board.reason(model)
         if reason is not None:
@@ -168,7 +173,7 @@ class Executor:
         model = self.settings.model(case.model)
         client = self.clients.for_model(model)
         request = build_request(model, self.settings, prompt.text, prompt.response_format)
-        return client, request, request_key(client.base_url, client.api, request, repeat)
+        return client, request, request_key(self._endpoint(model, client), client.api, request, repeat)
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
@@ -245,7 +250,7 @@ class Executor:
 
         def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
             request = build_request(marking, self.settings, text, response_format)
-            return self._call(client, request, request_key(client.base_url, client.api, request, repeat), outcome, judge=True)
+            return self._call(client, request, request_key(self._endpoint(marking, client), client.api, request, repeat), outcome, judge=True)
 
         return run_judge(send, criteria, prompt, answer)
 

@@ -22,7 +22,7 @@ import pytest
 from .analytics import CaseResult
 from .budget import CostLedger
 from .cache import ResponseCache
-from .config import OPTIONS, Option, Settings, api_key_from_env, build_settings, env_flag, load_models_file
+from .config import LOCAL_PREFIX, OPTIONS, Option, Settings, api_key_from_env, build_settings, env_flag, load_models_file
 from .errors import HelmbenchError
 from .loader import SCENARIO_FILE, BenchmarkLoader, Scenario
 from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
@@ -178,7 +178,7 @@ class HelmbenchSession:
 
     @cached_property
     def clients(self) -> ClientPool:
-        return ClientPool(self.settings, self._shared_local_urls() if self.is_worker else self.local_urls, self.limiter)
+        return ClientPool(self.settings, self.local_url, self.limiter)
 
     @cached_property
     def cache(self) -> ResponseCache | None:
@@ -210,11 +210,13 @@ class HelmbenchSession:
         if self.local_urls:
             (self.shared_dir / "local-urls.json").write_text(json.dumps(self.local_urls), encoding="utf-8")
 
-    def _shared_local_urls(self) -> dict[str, str]:
-        path = self.shared_dir / "local-urls.json" if self._shared else None
-        if path is not None and path.is_file():
-            self.local_urls.update(json.loads(path.read_text(encoding="utf-8")))
-        return self.local_urls
+    def local_url(self, model_id: str) -> str | None:
+        """Where an embedded local model listens; xdist workers read what the controller shared."""
+        if model_id not in self.local_urls and model_id.startswith(LOCAL_PREFIX) and self.is_worker and self._shared:
+            path = self.shared_dir / "local-urls.json"
+            if path.is_file():
+                self.local_urls.update(json.loads(path.read_text(encoding="utf-8")))
+        return self.local_urls.get(model_id)
 
     def all_dry_run(self) -> bool:
         settings = self.settings
