@@ -11,7 +11,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import check, helm_env, median, run_pytest, write_project
+from common import check, helm_env, median, run_pytest, write_bare_project, write_project
 
 TARGET_MB = 400.0
 
@@ -25,10 +25,7 @@ def main() -> None:
         folder = Path(tmp)
         cases = write_project(folder / "helm", args.cases // 100)
         bare = folder / "bare"
-        bare.mkdir()
-        (bare / "pytest.ini").write_text("[pytest]\n")
-        (bare / "test_trivial.py").write_text(
-            f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
+        write_bare_project(bare, cases)
         env = helm_env("http://127.0.0.1:9/api/v1")  # never contacted: collection sends nothing
         plain, plain_plugin, helm = [], [], []
         for _ in range(args.repeats):

@@ -21,22 +21,17 @@ SERVER = REPO / "tests" / "openrouter_server.py"
 API_KEY = "sk-bench-0123456789"
 MODEL = "openai/gpt-4o-mini"
 
-SCHEMA = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "answer",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["category", "response"],
-            "properties": {
-                "category": {"type": "string", "enum": ["ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"]},
-                "response": {"type": "string"},
-            },
-        },
-    },
-}
+sys.path.insert(0, str(REPO))
+from tests.benchfiles import STRICT_SCHEMA as SCHEMA  # noqa: E402  (the same strict schema the tests use)
+
+
+def write_bare_project(folder: Path, cases: int) -> None:
+    """A project of `cases` parametrized trivial tests: what bare pytest is compared against."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_trivial.py").write_text(
+        f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
+
 
 SCENARIO = """---
 category: ANSWER

@@ -10,7 +10,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import Server, check, helm_env, median, run_pytest, write_project
+from common import Server, check, helm_env, median, run_pytest, write_bare_project, write_project
 
 TARGET_MS = 2.0
 
@@ -25,10 +25,7 @@ def main() -> None:
         folder = Path(tmp)
         cases = write_project(folder / "helm", args.cases // 100)
         bare = folder / "bare"
-        bare.mkdir()
-        (bare / "pytest.ini").write_text("[pytest]\n")
-        (bare / "test_trivial.py").write_text(
-            f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
+        write_bare_project(bare, cases)
         bare_times, helm_times = [], []
         with Server() as server:
             env = helm_env(server.base_url)
