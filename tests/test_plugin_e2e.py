@@ -157,7 +157,8 @@ def test_xdist_stores_exactly_what_serial_stores(pytester, bench, helm_env):
     helm_env.add_rule(contains="powerhouse", reply=Reply.ok(GOOD))
     serial = run(pytester, "--helmbench-db=sqlite:///serial.db", "--helmbench-retries=0")
     parallel = run(pytester, "--helmbench-db=sqlite:///parallel.db", "--helmbench-retries=0", "-n", "2")
-    assert serial.parseoutcomes() == parallel.parseoutcomes() == {"passed": 4, "failed": 8, "errors": 4}
+    serial.assert_outcomes(passed=4, failed=8, errors=4)
+    parallel.assert_outcomes(passed=4, failed=8, errors=4)
     assert _statuses(pytester.path / "serial.db") == _statuses(pytester.path / "parallel.db")
     for db in ("serial.db", "parallel.db"):
         assert rows(pytester.path / db, "select count(*), sum(total_tests), sum(passed_tests), sum(error_tests) from evaluationrun") == [(1, 12, 4, 4)]
