@@ -22,7 +22,7 @@ API_KEY = "sk-bench-0123456789"
 MODEL = "openai/gpt-4o-mini"
 
 sys.path.insert(0, str(REPO))
-from tests.benchfiles import STRICT_SCHEMA as SCHEMA  # noqa: E402  (the same strict schema the tests use)
+from tests.benchfiles import SCENARIO, STRICT_SCHEMA as SCHEMA  # noqa: E402  (the same files the tests use)
 
 
 def write_bare_project(folder: Path, cases: int) -> None:
@@ -31,19 +31,6 @@ def write_bare_project(folder: Path, cases: int) -> None:
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_trivial.py").write_text(
         f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
-
-
-SCENARIO = """---
-category: ANSWER
-evaluation:
-  type: category_match
-  field: category
----
-
-## Your job
-
-You are an AI science tutor. Help the user with their request and categorise it at the end.
-"""
 
 
 def _write(path: Path, text: str) -> None:
