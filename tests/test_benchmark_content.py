@@ -1,9 +1,10 @@
 """Content invariants of the whole HELMBench benchmark (`benchmark/`), so it cannot silently decay.
 
-The files are read directly with yaml/json/frontmatter rather than through the harness loader, so
-this test pins the *content* contract (counts, closed sets, strict schemas, safe messaging, reference
-answers) independently of the loader's implementation. Per-scenario checks are parametrised by
-scenario code; whole-benchmark checks (counts, mixes, shares) are separate tests.
+Files are split with the harness's own markdown reader (`pytest_helmbench.markdown`), but checked
+here for the *content* contract (counts, closed sets, strict schemas, safe messaging, reference
+answers), beyond what the loader requires of any benchmark. Whether each reference answer passes or
+fails is proven through the real evaluators in tests/test_references.py. Per-scenario checks are
+parametrised by scenario code; whole-benchmark checks (counts, mixes, shares) are separate tests.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import frontmatter
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
+
+from pytest_helmbench.markdown import MarkdownDoc, RawComponent, read_text, split_consolidated, split_frontmatter
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
 SCENARIOS_DIR = BENCHMARK / "scenarios"
@@ -53,8 +55,6 @@ MIN_PER_EVALUATION_TYPE = 6
 MIN_CALIBRATION_SHARE = 0.25
 
 SCENARIO_DIR_RE = re.compile(r"^P(\d+)-B(\d+)-S(\d+)$")
-COMPONENT_HEADING_RE = re.compile(r"^# (C|U|PT)\d+(: .*)?$")
-CODE_RE = re.compile(r"^# ((?:C|U|PT)\d+)(?:: (.*))?$")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
 H1_RE = re.compile(r"^# ")
 H2_RE = re.compile(r"^## \S")
@@ -89,17 +89,6 @@ BANNED_TERMS_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class Component:
-    """One component of a consolidated file (`# C1: title` + optional metadata block + body)."""
-
-    code: str
-    title: str | None
-    meta: dict[str, Any]
-    body: str
-    line: int
-
-
-@dataclass(frozen=True)
 class Scenario:
     """One scenario folder, read as plain files."""
 
@@ -109,7 +98,7 @@ class Scenario:
     meta: dict[str, Any]
     body: str
     response_format: dict[str, Any]
-    perturbations: tuple[Component, ...]
+    perturbations: tuple[RawComponent, ...]
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -137,42 +126,12 @@ def _lines_outside_fences(text: str) -> list[tuple[int, str, bool]]:
     return out
 
 
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+PREFIXES = {"conditions": "C", "user-contexts": "U", "perturbations": "PT"}
 
 
-def parse_consolidated(path: Path) -> list[Component]:
-    """Split a consolidated file on `# <code>` headings outside fences; read the metadata block after each."""
-    text = _read(path)
-    lines = text.split("\n")
-    starts = [i for i, line, outside in _lines_outside_fences(text) if outside and COMPONENT_HEADING_RE.match(line)]
-    if not starts:
-        raise AssertionError(f"{path}: no `# <code>` heading")
-    preamble = "\n".join(lines[: starts[0]]).strip()
-    if preamble:
-        raise AssertionError(f"{path}: text before the first component heading")
-    components: list[Component] = []
-    for n, start in enumerate(starts):
-        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
-        match = CODE_RE.match(lines[start])
-        assert match is not None
-        chunk = lines[start + 1 : end]
-        cursor = 0
-        while cursor < len(chunk) and not chunk[cursor].strip():
-            cursor += 1
-        meta: dict[str, Any] = {}
-        if cursor < len(chunk) and chunk[cursor].strip() == "---":
-            close = next((j for j in range(cursor + 1, len(chunk)) if chunk[j].strip() == "---"), None)
-            if close is None:
-                raise AssertionError(f"{path}:{start + cursor + 2}: metadata block is not closed")
-            loaded = yaml.safe_load("\n".join(chunk[cursor + 1 : close])) or {}
-            if not isinstance(loaded, dict):
-                raise AssertionError(f"{path}:{start + cursor + 2}: metadata is not a mapping")
-            meta = loaded
-            cursor = close + 1
-        body = "\n".join(chunk[cursor:]).strip()
-        components.append(Component(match.group(1), match.group(2), meta, body, start + 1))
-    return components
+def parse_consolidated(path: Path) -> list[RawComponent]:
+    """The components of a consolidated file, split as the harness splits them."""
+    return split_consolidated(read_text(path), path, PREFIXES[path.stem])
 
 
 def _numeric_key(code: str) -> tuple[int, ...]:
@@ -188,11 +147,11 @@ def scenario_codes() -> list[str]:
 
 @lru_cache(maxsize=None)
 def benchmark_yml() -> dict[str, Any]:
-    return yaml.safe_load(_read(BENCHMARK / "benchmark.yml"))
+    return yaml.safe_load(read_text(BENCHMARK / "benchmark.yml"))
 
 
 @lru_cache(maxsize=None)
-def root_components(kind: str) -> tuple[Component, ...]:
+def root_components(kind: str) -> tuple[RawComponent, ...]:
     return tuple(parse_consolidated(BENCHMARK / f"{kind}.md"))
 
 
@@ -202,15 +161,15 @@ def load_scenario(code: str) -> Scenario:
     match = SCENARIO_DIR_RE.match(code)
     assert match is not None
     n = match.group(3)
-    post = frontmatter.loads(_read(folder / f"S{n}.md"))
-    response_format = json.loads(_read(folder / f"S{n}.json"))
+    doc = split_frontmatter(read_text(folder / f"S{n}.md"), folder / f"S{n}.md")
+    response_format = json.loads(read_text(folder / f"S{n}.json"))
     perturbations = tuple(parse_consolidated(folder / "perturbations.md"))
     return Scenario(
         code=code,
         behaviour=f"P{match.group(1)}-B{match.group(2)}",
         folder=folder,
-        meta=dict(post.metadata),
-        body=post.content,
+        meta=dict(doc.meta),
+        body=doc.body,
         response_format=response_format,
         perturbations=perturbations,
     )
@@ -221,18 +180,19 @@ def all_scenarios() -> tuple[Scenario, ...]:
     return tuple(load_scenario(code) for code in scenario_codes())
 
 
-def scenario_components(scenario: Scenario, kind: str) -> tuple[Component, ...]:
+def scenario_components(scenario: Scenario, kind: str) -> tuple[RawComponent, ...]:
     """A scenario's own consolidated file of a kind replaces the root's."""
     own = scenario.folder / f"{kind}.md"
     return tuple(parse_consolidated(own)) if own.exists() else root_components(kind)
 
 
-def load_criteria(scenario: Scenario) -> frontmatter.Post:
-    return frontmatter.loads(_read(scenario.folder / "criteria.md"))
+def load_criteria(scenario: Scenario) -> MarkdownDoc:
+    path = scenario.folder / "criteria.md"
+    return split_frontmatter(read_text(path), path)
 
 
 def load_references(scenario: Scenario) -> dict[str, Any]:
-    return yaml.safe_load(_read(scenario.folder / "references.yml"))
+    return yaml.safe_load(read_text(scenario.folder / "references.yml"))
 
 
 def strict_violations(node: Any, where: str = "schema") -> list[str]:
@@ -272,24 +232,6 @@ def strict_violations(node: Any, where: str = "schema") -> list[str]:
         for name, child in (node.get(key) or {}).items():
             problems += strict_violations(child, f"{where}.{key}.{name}")
     return problems
-
-
-def passes(scenario: Scenario, answer: dict[str, Any], verdict: dict[str, Any] | None) -> bool:
-    """The evaluation's pass rule applied to a reference answer (sqe: to its scripted verdict)."""
-    evaluation = scenario.evaluation
-    kind = scenario.evaluation_type
-    if kind == "category_match":
-        field = evaluation.get("field", "category")
-        return answer.get(field) == evaluation.get("expected", scenario.meta.get("category"))
-    if kind == "list_includes":
-        return set(evaluation["required"]) <= set(answer.get(evaluation["field"], []))
-    criteria = load_criteria(scenario).metadata
-    assert verdict is not None, "sqe reference needs a verdict"
-    value = verdict[criteria["response_field"]]
-    pass_values = set(criteria["pass_values"])
-    if criteria.get("response_type", "single") == "multi":
-        return isinstance(value, list) and bool(value) and all(v in pass_values for v in value)
-    return value in pass_values
 
 
 def safe_messaging_problems(text: str) -> list[str]:
@@ -462,7 +404,7 @@ def test_scenario_criteria(code: str) -> None:
     if scenario.evaluation_type != "sqe":
         pytest.skip("not an sqe scenario")
     criteria = load_criteria(scenario)
-    meta = criteria.metadata
+    meta = criteria.meta
     options = meta.get("options")
     assert isinstance(options, list) and options and len(set(options)) == len(options)
     assert all(isinstance(o, str) and o for o in options)
@@ -472,7 +414,7 @@ def test_scenario_criteria(code: str) -> None:
     assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(meta.get("response_field", "")))
     assert meta.get("response_field") != "rationale"
     assert meta.get("response_type", "single") in {"single", "multi"}
-    assert criteria.content.strip(), "criteria.md has no rubric"
+    assert criteria.body.strip(), "criteria.md has no rubric"
 
 
 @pytest.mark.parametrize("code", SCENARIO_PARAMS)
@@ -482,16 +424,14 @@ def test_scenario_references(code: str) -> None:
     assert path.exists(), "references.yml is missing"
     references = load_references(scenario)
     validator = Draft202012Validator(scenario.schema)
-    verdicts: dict[str, dict[str, Any] | None] = {}
     for side in ("safe", "unsafe"):
         entry = references.get(side)
         assert isinstance(entry, dict) and isinstance(entry.get("answer"), dict), f"{side}.answer missing"
         errors = [e.message for e in validator.iter_errors(entry["answer"])]
         assert errors == [], f"{side}.answer does not validate: {errors}"
-        verdicts[side] = entry.get("verdict")
         if scenario.evaluation_type == "sqe":
-            meta = load_criteria(scenario).metadata
-            verdict = verdicts[side]
+            meta = load_criteria(scenario).meta
+            verdict = entry.get("verdict")
             assert isinstance(verdict, dict), f"{side}.verdict missing"
             assert set(verdict) == {meta["response_field"], "rationale"}, f"{side}.verdict keys"
             assert isinstance(verdict["rationale"], str) and verdict["rationale"].strip()
@@ -502,8 +442,6 @@ def test_scenario_references(code: str) -> None:
                 assert isinstance(value, str) and value in meta["options"]
     safe_answer = references["safe"]["answer"]
     assert safe_answer.get("category") == scenario.meta["category"], "safe answer's category is not the expected one"
-    assert passes(scenario, safe_answer, verdicts["safe"]), "the safe reference fails its own evaluation"
-    assert not passes(scenario, references["unsafe"]["answer"], verdicts["unsafe"]), "the unsafe reference passes"
 
 
 # ----------------------------------------------------------------------------- whole benchmark
@@ -538,7 +476,7 @@ def test_evaluation_type_mix() -> None:
     multi = [
         s.code
         for s in all_scenarios()
-        if s.evaluation_type == "sqe" and load_criteria(s).metadata.get("response_type") == "multi"
+        if s.evaluation_type == "sqe" and load_criteria(s).meta.get("response_type") == "multi"
     ]
     assert multi, "no multi rubric"
 
@@ -558,7 +496,7 @@ def test_risk_levels_are_spanned() -> None:
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(BENCHMARK))) for p in content_files()])
 def test_safe_messaging(path: Path) -> None:
-    assert safe_messaging_problems(_read(path)) == []
+    assert safe_messaging_problems(read_text(path)) == []
 
 
 def test_safe_messaging_scan_catches_unsafe_text() -> None:
