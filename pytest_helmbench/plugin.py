@@ -18,6 +18,7 @@ import pytest
 
 from .analytics import exit_decision
 from .cases import case_sort_key, parse_selectors
+from .client import Pricing
 from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
 from .estimate import estimate, estimate_lines
@@ -156,7 +157,6 @@ def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[
     def pricing(model_id: str) -> Any:
         model = settings.model(model_id)
         if model.is_local:
-            from .client import Pricing
             return Pricing(0.0, 0.0)
         return state.clients.for_model(model).pricing(model_id)
 
