@@ -5,6 +5,13 @@ from __future__ import annotations
 import sys
 from typing import Iterator
 
+# Import everything a HELMBench session may import lazily *before* any in-process pytester run: pytester
+# snapshots sys.modules and drops what a run imported, so a module first imported inside a run comes
+# back as a second copy whose classes differ from those already held elsewhere. httpx keeps a global
+# map of httpcore's exception classes, so a second httpcore made a dropped connection escape httpx's
+# TransportError and fail a later test depending on test order.
+import httpcore  # noqa: F401
+import httpx  # noqa: F401
 import pytest
 
 from tests import benchfiles, openrouter_server
