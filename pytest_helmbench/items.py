@@ -14,12 +14,11 @@ import pytest
 
 from .cases import Case, expand
 from .errors import HelmbenchError
-from .outcome import FAILED, Outcome
+from .config import DRY_RUN_REASON
+from .outcome import FAILED, CaseError, CaseSkipped, ModelStopped, Outcome
 from .prompt import compose
 from .reporting import failure_text
-from .runner import CaseError, CaseSkipped, ModelStopped
 from .session import HelmbenchSession
-from .config import DRY_RUN_REASON
 
 
 class HelmbenchWarning(pytest.PytestWarning):
@@ -60,9 +59,12 @@ def item_name(case: Case, with_model: bool, repeat: int | None) -> str:
     return f"{case.code}[{','.join(parts)}]" if parts else case.code
 
 
+_HELMBENCH_MARK = pytest.mark.helmbench  # looked up once: MarkGenerator.__getattr__ costs per call
+
+
 def case_marker(case: Case, repeat: int) -> pytest.MarkDecorator:
     """`-m "helmbench(behaviour='P1-B1')"`: exact, segment-aware selection through a marker."""
-    return pytest.mark.helmbench(
+    return _HELMBENCH_MARK(
         code=case.code, pillar=case.scenario.pillar, behaviour=case.scenario.behaviour, scenario=case.scenario.code,
         condition=case.condition.code, user_context=case.user_context.code if case.user_context else None,
         perturbation=case.perturbation.code, style=case.perturbation.style, model=case.model,
@@ -80,13 +82,17 @@ class CaseItem(pytest.Item):
         self.prefetch: Future[Outcome] | None = None  # set when the call was submitted ahead (concurrency)
         self.outcome: Outcome | None = None
         self.add_marker(case_marker(case, repeat))
-        self.user_properties.extend([
-            ("helmbench_code", case.code), ("helmbench_model", case.model), ("helmbench_scenario", case.scenario.code),
-            ("helmbench_condition", case.condition.code), ("helmbench_user_context", case.user_context.code if case.user_context else ""),
-            ("helmbench_perturbation", case.perturbation.code), ("helmbench_repeat", str(repeat)),
-        ])
 
     def setup(self) -> None:
+        # JUnit XML reads user properties from the teardown report: set them when the case runs, not
+        # at collection, where 20,000 items would each carry seven tuples they may never use.
+        case = self.case
+        if not any(name == "helmbench_code" for name, _ in self.user_properties):  # once, even when rerun
+            self.user_properties.extend([
+                ("helmbench_code", case.code), ("helmbench_model", case.model), ("helmbench_scenario", case.scenario.code),
+                ("helmbench_condition", case.condition.code), ("helmbench_user_context", case.user_context.code if case.user_context else ""),
+                ("helmbench_perturbation", case.perturbation.code), ("helmbench_repeat", str(self.repeat)),
+            ])
         state = HelmbenchSession.get(self.config)
         if state.settings.is_dry_run(state.settings.model(self.case.model)):
             compose(self.case)

@@ -15,9 +15,6 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from .errors import BenchmarkError
 from .markdown import RawComponent, load_yaml, read_text, split_consolidated, split_frontmatter, to_xml
 
@@ -435,17 +432,25 @@ def parse_response_format(path: Path) -> dict[str, Any]:
     schema = spec.get("schema")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise BenchmarkError(path, "json_schema.schema must be a JSON Schema of type object", fix=fix)
-    try:
-        _check_schema(json.dumps(schema, sort_keys=True))
-    except SchemaError as exc:
-        raise BenchmarkError(path, f"invalid JSON Schema: {exc.message}", fix="correct the schema") from None
+    message = _schema_problem(json.dumps(schema, sort_keys=True))
+    if message is not None:
+        raise BenchmarkError(path, f"invalid JSON Schema: {message}", fix="correct the schema")
     return data
 
 
 @lru_cache(maxsize=256)
-def _check_schema(text: str) -> None:
-    """Validate a schema against the metaschema once per distinct schema (scenarios share a few)."""
-    Draft202012Validator.check_schema(json.loads(text))
+def _schema_problem(text: str) -> str | None:
+    """Check a schema against the metaschema once per distinct schema (scenarios share a few).
+
+    jsonschema is imported here, not at module level: this module loads in every pytest session."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(json.loads(text))
+    except SchemaError as exc:
+        return exc.message
+    return None
 
 
 def parse_evaluation(meta: dict[str, Any], path: Path, response_format: dict[str, Any]) -> EvaluationSpec:

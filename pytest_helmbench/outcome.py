@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .cases import Case
+from .errors import HelmbenchError
 from .loader import BenchmarkInfo, Component
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -92,3 +93,23 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Outcome":
         return cls(**data)
+
+
+class CaseError(HelmbenchError):
+    """The case could not be run to a verdict; carries the error Outcome to record."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+class CaseSkipped(HelmbenchError):
+    """The case was not run to a verdict on purpose (cost ceiling); carries a skipped Outcome to record."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+class ModelStopped(HelmbenchError):
+    """The model was stopped earlier in this session; its remaining cases are skipped."""

@@ -17,22 +17,23 @@ from typing import Any
 import pytest
 
 from .analytics import exit_decision
-from .cases import case_sort_key, parse_selectors
-from .client import Pricing
+from .cases import parse_selectors
 from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
-from .estimate import estimate, estimate_lines
 from .items import CaseItem, ScenarioFile
-from .outcome import FAILED, Outcome
+from .loader import code_sort_key
+from .outcome import FAILED, CaseError, Outcome
 from .prompt import compose
 from .reporting import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
-from .resume import CHANGED, DONE
-from .runner import CaseError, CaseSkipped
 from .session import STATE_KEY, HelmbenchSession, option_dest
-from .storage import safe_url
+
+# Loaded in every pytest session: what pulls in SQLAlchemy, Alembic or httpx (resume, estimate,
+# storage, runner) is imported by the hook that first needs it, so a session without HELMBench
+# cases, or one that only collects them, never pays for those imports.
 
 log = logging.getLogger(__name__)
 
+FROZEN_KEY = pytest.StashKey[bool]()
 EXIT_UNSAFE = 10
 EXIT_COULD_NOT_RUN = 11
 
@@ -59,6 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[STATE_KEY] = HelmbenchSession(config)
+    # Registered before pytest's unraisable-exception plugin registers its own cleanup, so it runs after
+    # that cleanup's full garbage collection, which therefore skips the frozen items.
+    config.add_cleanup(lambda: _unfreeze(config))
     config.addinivalue_line(
         "markers", "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk, repeat): a HELMBench case"
     )
@@ -78,6 +82,12 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """After each scenario file: freeze what collection built so far (see _freeze_collected)."""
+    if report.result and isinstance(report.result[0], CaseItem):
+        _freeze_collected(report.result[0].config)
+
+
 def _case_items(items: list[pytest.Item]) -> list[CaseItem]:
     return [item for item in items if isinstance(item, CaseItem)]
 
@@ -95,7 +105,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not slots:
         return
     state = HelmbenchSession.get(config)
-    ordered = sorted((items[i] for i in slots), key=lambda it: (*case_sort_key(it.case.code, it.case.model), it.repeat))  # type: ignore[attr-defined]
+    ordered = sorted((items[i] for i in slots), key=lambda it: (it.case.sort_key, it.repeat))  # type: ignore[attr-defined]
     for slot, item in zip(slots, ordered):
         items[slot] = item
     try:
@@ -116,6 +126,8 @@ def _apply_resume_plan(state: HelmbenchSession, config: pytest.Config, items: li
     plan = state.load_plan()
     if plan is None:
         return
+    from .resume import CHANGED, DONE
+
     keep, counts = set(), {DONE: 0, CHANGED: 0, "run": 0}
     for index, item in enumerate(items):
         if isinstance(item, CaseItem):
@@ -139,8 +151,8 @@ def _sample(items: list[pytest.Item], size: int, seed: int) -> set[int]:
             codes.append(item.case.code)
     rng = random.Random(seed)
     pools = []
-    for behaviour in sorted(by_behaviour, key=lambda b: case_sort_key(b, "")):
-        codes = sorted(by_behaviour[behaviour], key=lambda c: case_sort_key(c, ""))
+    for behaviour in sorted(by_behaviour, key=code_sort_key):
+        codes = sorted(by_behaviour[behaviour], key=code_sort_key)
         rng.shuffle(codes)
         pools.append(codes)
     chosen: set[str] = set()
@@ -152,6 +164,9 @@ def _sample(items: list[pytest.Item], size: int, seed: int) -> set[int]:
 
 
 def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[CaseItem]) -> None:
+    from .client import Pricing
+    from .estimate import estimate, estimate_lines
+
     settings = state.settings
 
     def pricing(model_id: str) -> Any:
@@ -173,9 +188,26 @@ def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Serial runs: open (and migrate) the database and start local models before the first call."""
     state = HelmbenchSession.get(session.config)
-    if state.is_worker or session.config.getoption("collectonly") or not _case_items(session.items):
+    if not _case_items(session.items):
+        return
+    _freeze_collected(session.config)
+    if state.is_worker or session.config.getoption("collectonly"):
         return
     _prepare_run(state, {item.case.model for item in _case_items(session.items)})
+
+
+def _freeze_collected(config: pytest.Config) -> None:
+    """Move what collection built (thousands of items, the parsed benchmark, loaded modules) out of the
+    garbage collector's view: they live until the session ends, and every full collection during the
+    run, and pytest's own at exit, would otherwise scan them all again. Unfrozen once pytest is done."""
+    gc.freeze()
+    config.stash[FROZEN_KEY] = True
+
+
+def _unfreeze(config: pytest.Config) -> None:
+    if config.stash.get(FROZEN_KEY, False):
+        config.stash[FROZEN_KEY] = False
+        gc.unfreeze()
 
 
 def _prepare_run(state: HelmbenchSession, models: set[str]) -> None:
@@ -215,14 +247,11 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     """
     state = HelmbenchSession.get(session.config)
     prefetch = _start_prefetch(state, session)
-    if prefetch is not None:
-        gc.freeze()  # collected items and loaded modules live all run: full collections need not scan them
     try:
         return (yield)
     finally:
         if prefetch is not None:
             prefetch.close()
-            gc.unfreeze()
 
 
 class _NotStarted(Exception):
@@ -375,6 +404,8 @@ class ControllerHooks:
         state = self.state
         if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
+        from .storage import safe_url
+
         stopped = state.stopped_models()
         terminalreporter.section("HELMBench summary")
         spent = state.ledger.spent() if "ledger" in state.__dict__ and state.ledger is not None else None

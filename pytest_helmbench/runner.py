@@ -20,10 +20,9 @@ from .cache import CacheEntry, ResponseCache, request_key
 from .cases import Case
 from .client import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
 from .config import ModelConfig, Settings
-from .errors import HelmbenchError
 from .evaluation import evaluate
 from .loader import BenchmarkInfo, Criteria
-from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome, provenance
+from .outcome import ERROR, FAILED, PASSED, SKIPPED, CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 from .prompt import ComposedPrompt
 from .ratelimit import AdaptiveLimiter
 from .sqe import JudgeVerdict, run_judge
@@ -33,18 +32,6 @@ log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
 LOCAL_PARALLEL = 2  # requests one embedded llama.cpp server decodes at once (LocalServer's default)
-
-
-class CaseError(HelmbenchError):
-    """The case could not be run to a verdict; carries the error Outcome to record."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.reason)
-        self.outcome = outcome
-
-
-class ModelStopped(HelmbenchError):
-    """The model was stopped earlier in this session; its remaining cases are skipped."""
 
 
 class StopBoard:
@@ -120,14 +107,6 @@ class ClientPool:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
-
-
-class CaseSkipped(HelmbenchError):
-    """The case was not run to a verdict on purpose (cost ceiling); carries a skipped Outcome to record."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.reason)
-        self.outcome = outcome
 
 
 @dataclass

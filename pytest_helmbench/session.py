@@ -15,21 +15,25 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .analytics import CaseResult
 from .budget import CostLedger
-from .cache import ResponseCache
 from .config import LOCAL_PREFIX, OPTIONS, Option, Settings, api_key_from_env, build_settings, env_flag, load_models_file
 from .errors import HelmbenchError
 from .loader import SCENARIO_FILE, BenchmarkLoader, Scenario
-from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from .outcome import SKIPPED, Outcome
 from .ratelimit import AdaptiveLimiter
-from .resume import ResumePlan, build_plan
-from .runner import ClientPool, Executor, StopBoard
-from .storage import Recorder, make_engine
+
+# This module is loaded in every pytest session (through the plugin), so the modules that pull in
+# SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
+if TYPE_CHECKING:
+    from .cache import ResponseCache
+    from .resume import ResumePlan
+    from .runner import ClientPool, Executor, StopBoard
+    from .storage import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +168,8 @@ class HelmbenchSession:
 
     @cached_property
     def board(self) -> StopBoard:
+        from .runner import StopBoard
+
         return StopBoard(self.shared_dir / "stops")
 
     @cached_property
@@ -178,6 +184,8 @@ class HelmbenchSession:
 
     @cached_property
     def clients(self) -> ClientPool:
+        from .runner import ClientPool
+
         return ClientPool(self.settings, self.local_url, self.limiter)
 
     @cached_property
@@ -185,10 +193,15 @@ class HelmbenchSession:
         settings = self.settings
         if settings.cache_mode == "off":
             return None
+        from .cache import ResponseCache
+        from .storage import make_engine
+
         return ResponseCache(lambda: make_engine(settings.db_url), settings.cache_mode, settings.cache_ttl)
 
     @cached_property
     def executor(self) -> Executor:
+        from .runner import Executor
+
         return Executor(self.settings, self.loader.info(), self.clients, self.board, self.cache, self.ledger)
 
     def load_scenario(self, md_path: Path) -> Scenario:
@@ -225,6 +238,8 @@ class HelmbenchSession:
     def open_storage(self) -> None:
         """Migrate and open the database before any call is paid for (controller only)."""
         if self.recorder is None and not self.is_worker:
+            from .storage import Recorder
+
             self.recorder = Recorder(self.settings.db_url, self.session_id)
 
     # --- resume / retry errors -------------------------------------------------------------
@@ -248,6 +263,8 @@ class HelmbenchSession:
         wanted = self.resume_request()
         if wanted is None or self.all_dry_run():
             return None
+        from .resume import build_plan
+
         self.open_storage()
         assert self.recorder is not None
         plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1])
@@ -257,7 +274,11 @@ class HelmbenchSession:
         return plan
 
     def load_plan(self) -> ResumePlan | None:
-        return ResumePlan.load(self.plan_path) if self._shared and self.plan_path.is_file() else None
+        if not (self._shared and self.plan_path.is_file()):
+            return None
+        from .resume import ResumePlan
+
+        return ResumePlan.load(self.plan_path)
 
     def save_resume_counts(self, counts: dict[str, int]) -> None:
         self.resume_counts = counts

@@ -275,6 +275,55 @@ def test_inert_without_helmbench_cases(pytester, helm_env):
     assert not (pytester.path / "helmbench.db").exists() and helm_env.requests == []
 
 
+HEAVY = ("sqlalchemy", "sqlmodel", "alembic", "httpx")
+REPORT_IMPORTS = """
+import sys
+
+def pytest_sessionfinish(session):
+    heavy = [name for name in {heavy!r} if name in sys.modules]
+    print("\\nHEAVY-IMPORTS:" + ",".join(heavy) + ":END")
+"""
+
+
+@pytest.mark.parametrize("args", [["test_plain.py"], ["benchmark", "--collect-only"], ["benchmark", "--helmbench-dry-run"]],
+                         ids=["plain", "collect-only", "dry-run"])
+def test_sessions_without_a_paid_call_never_import_the_database_or_http_stack(pytester, bench, helm_env, args):
+    """The plugin loads in every pytest session: SQLAlchemy, Alembic and httpx (~0.5 s) wait for a run."""
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    pytester.makeconftest(REPORT_IMPORTS.format(heavy=HEAVY))
+    result = pytester.runpytest_subprocess(*args, "-s", "-p", "no:xdist", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["HEAVY-IMPORTS::END"])
+    assert not (pytester.path / "helmbench.db").exists()
+
+
+def test_a_run_does_import_them(pytester, bench, helm_env):
+    """The other side of the test above: the conftest really sees what a run imports."""
+    helm_env.add_rule(reply=Reply.ok(GOOD))
+    pytester.makeconftest(REPORT_IMPORTS.format(heavy=HEAVY))
+    result = pytester.runpytest_subprocess("benchmark", "-s", "-p", "no:xdist", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1")
+    result.stdout.fnmatch_lines([f"HEAVY-IMPORTS:{','.join(HEAVY)}:END"])
+
+
+def test_collected_items_are_frozen_for_the_session_and_released_after(pytester, bench, helm_env):
+    """Full garbage collections skip the thousands of long-lived items; nothing stays frozen afterwards."""
+    import gc
+
+    pytester.makeconftest("""
+import gc, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    print("\\nFROZEN-DURING:%d" % gc.get_freeze_count())
+""")
+    before = gc.get_freeze_count()
+    result = pytester.runpytest("benchmark", "--collect-only", "-s")
+    assert result.ret == pytest.ExitCode.OK
+    during = int(next(line.split(":")[1] for line in result.outlines if line.startswith("FROZEN-DURING:")))
+    assert during > before
+    assert gc.get_freeze_count() == before
+
+
 def test_bad_input_is_a_collection_error_without_traceback(pytester, bench, helm_env):
     write_scenario(bench, "P1-B1-S2")
     write(bench / "scenarios/P1-B1-S2/S2.md", "---\ncategory: ANSWER\nevaluation: {type: exact}\n---\n\n## Job\n\nx\n")
