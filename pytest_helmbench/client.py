@@ -99,6 +99,12 @@ class ChatResponse:
     provider: str | None = None
 
 
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """The request body, encoded exactly as httpx's `json=` does (the Content-Type header is the
+    client's): encoding it here skips httpx's per-call content negotiation."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
 def _json_or_none(raw: str) -> Any:
     try:
         return json.loads(raw) if raw.strip() else None
@@ -160,6 +166,7 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {api_key}"
         if api == "openrouter":
             headers["X-Title"] = APP_TITLE
+        self._chat_url = httpx.URL(f"{self.base_url}/chat/completions")  # parsed once, not per call
         self._http = httpx.Client(
             headers=headers, timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
             trust_env=not free,  # a local model on 127.0.0.1 must never go through a configured proxy
@@ -205,7 +212,7 @@ class ChatClient:
 
     def _attempt(self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float) -> ChatResponse:
         try:
-            response = self._http.post(f"{self.base_url}/chat/completions", json=body)
+            response = self._http.post(self._chat_url, content=_json_bytes(body))
         except httpx.TimeoutException:
             raise _Transient("timed out waiting for the provider") from None
         except httpx.TransportError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -58,6 +59,12 @@ class ModelsFile:
         return ModelConfig(model_id)
 
 
+def is_http_url(value: Any) -> bool:
+    """An API base URL must name its scheme and host: without them every call would fail as if the
+    network were down, and be retried, instead of stopping at once with this message."""
+    return isinstance(value, str) and re.match(r"https?://[^/\s]+", value.strip()) is not None
+
+
 def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     if isinstance(entry, str):
         return ModelConfig(entry)
@@ -69,6 +76,8 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     for key in ("reasoning", "provider", "extra_body"):
         if key in entry and not isinstance(entry[key], dict):
             raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
+    if "base_url" in entry and not is_http_url(entry["base_url"]):
+        raise BenchmarkError(path, f"models[{index}] ({entry['id']}): base_url {entry['base_url']!r} is not an http(s) URL", fix="write e.g. base_url: http://localhost:8000/v1")
     if entry.get("api") not in (None, *API_KINDS):
         raise BenchmarkError(path, f"models[{index}] ({entry['id']}): api must be one of {', '.join(API_KINDS)}")
     return ModelConfig(**{k: v for k, v in entry.items() if k != "extra_body"}, extra_body=dict(entry.get("extra_body") or {}))
@@ -232,6 +241,9 @@ def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: 
         ids = [m.id for m in models_file.models]
     if not ids:
         raise ConfigError("no model to evaluate: pass --helmbench-model=<id> or list models in the benchmark's models.yml")
+    base_url = str(get("base-url")).strip().rstrip("/")
+    if not is_http_url(base_url):
+        raise ConfigError(f"--helmbench-base-url / OPENROUTER_BASE_URL: {base_url!r} is not an http(s) URL; write e.g. http://localhost:8000/v1")
     api = str(get("api"))
     if api not in API_KINDS:
         raise ConfigError(f"--helmbench-api: {api!r} must be one of {', '.join(API_KINDS)}")
@@ -250,7 +262,7 @@ def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: 
         models=tuple(models_file.get(i) for i in dict.fromkeys(ids)),
         marking_model=models_file.get(marking_id) if marking_id else None,
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
-        base_url=str(get("base-url")).rstrip("/"),
+        base_url=base_url,
         api=api,
         dry_run=bool(get("dry-run")),
         temperature=temperature,

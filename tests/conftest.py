@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 from typing import Iterator
 
-# Import everything a HELMBench session may import lazily *before* any in-process pytester run: pytester
-# snapshots sys.modules and drops what a run imported, so a module first imported inside a run comes
-# back as a second copy whose classes differ from those already held elsewhere. httpx keeps a global
-# map of httpcore's exception classes, so a second httpcore made a dropped connection escape httpx's
-# TransportError and fail a later test depending on test order.
 import httpcore  # noqa: F401
-import httpx  # noqa: F401
 import pytest
+
+import pytest_helmbench
 
 from tests import benchfiles, openrouter_server
 from tests.benchfiles import API_KEY
 from tests.openrouter_server import FakeOpenRouter
+
+# Import every module a HELMBench session imports lazily *before* any in-process pytester run: pytester
+# snapshots sys.modules and drops what a run imported, so a module first imported inside a run comes
+# back as a second copy whose classes differ from those held elsewhere (httpx keeps a map of httpcore's
+# exception classes; SQLAlchemy's compiled caches keep its enums), failing later tests by test order.
+for _module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
+    if _module.name != "pytest_helmbench.migrations" and not _module.name.startswith("pytest_helmbench.migrations."):
+        importlib.import_module(_module.name)
+importlib.import_module("pytest_helmbench.storage").upgrade("sqlite://")  # and what migrating imports
 
 # One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):
 # two copies would hold two different Reply classes.

@@ -353,6 +353,22 @@ def test_bad_option_and_models_file_are_clear(pytester, bench, helm_env):
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(("setup", "message"), [
+    ({"args": ["--helmbench-base-url=localhost:8000/v1"]},
+     "--helmbench-base-url / OPENROUTER_BASE_URL: 'localhost:8000/v1' is not an http(s) URL; write e.g. http://localhost:8000/v1"),
+    ({"models": "models:\n  - id: a/b\n    base_url: 127.0.0.1:9/v1\n"},
+     "models.yml: models[0] (a/b): base_url '127.0.0.1:9/v1' is not an http(s) URL"),
+], ids=["option", "models.yml"])
+def test_base_url_without_scheme_stops_before_any_call(pytester, bench, helm_env, setup, message):
+    """Without a scheme every call would fail like an outage and be retried: say so once instead."""
+    if "models" in setup:
+        write(bench / "models.yml", setup["models"])
+    result = run(pytester, *setup.get("args", []))
+    assert message in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+    assert result.ret != pytest.ExitCode.OK and helm_env.requests == []
+
+
 def test_maxfail_marks_the_run_interrupted_and_keeps_rows(pytester, bench, helm_env):
     helm_env.add_rule(contains="powerhouse", reply=Reply.ok(WRONG))
     result = run(pytester, "-x")
