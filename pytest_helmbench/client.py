@@ -152,14 +152,16 @@ class ChatClient:
     def __init__(
         self, base_url: str, api_key: str, *, api: str = "openrouter", timeout: float = 120.0,
         retries: int = 5, backoff: float = 1.0, free: bool = False,
-        sleep: Callable[[float], None] = time.sleep, limiter: AdaptiveLimiter | None = None,
+        sleep: Callable[[float], None] | None = None, limiter: AdaptiveLimiter | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api = api
         self.retries = retries
         self.backoff = backoff
         self.free = free
-        self._sleep = sleep
+        self.cancel = cancel or threading.Event()  # set when the session stops: no further retry is sent
+        self._sleep = sleep or self.cancel.wait  # a retry wait ends early when the session stops
         self.limiter = limiter or AdaptiveLimiter(1_000_000)
         headers = {"Content-Type": "application/json"}
         if api_key:
@@ -191,6 +193,8 @@ class ChatClient:
             retry_after: float | None = None
             try:
                 with self.limiter.slot():
+                    if self.cancel.is_set():  # stopped while this call waited for a slot
+                        raise CallError("not sent: the session is stopping", attempts=attempt - 1)
                     # Latency is the answering attempt's own time: retry waits are not the model's speed.
                     response = self._attempt(request, body, attempt, time.perf_counter())
                 self.limiter.on_success()
@@ -207,6 +211,8 @@ class ChatClient:
                 delay = self._delay(attempt, retry_after)
                 log.info("%s: %s; retry %d/%d in %.1fs", request.model, last.reason, attempt, self.retries, delay)
                 self._sleep(delay)
+                if self.cancel.is_set():
+                    raise CallError(f"{last.reason} (not retried: the session is stopping)", status=last.status, raw=last.raw, attempts=attempt)
         assert last is not None
         raise CallError(f"{last.reason} (gave up after {last.attempts} attempts)", status=last.status, raw=last.raw, attempts=last.attempts)
 

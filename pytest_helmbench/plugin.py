@@ -297,8 +297,11 @@ class Prefetch:
                 self.stopped = True
 
     def close(self) -> None:
+        """Leaving the loop: calls not started never start, calls in flight send no further retry
+        (an attempt already on the wire ends within --helmbench-timeout)."""
         self.stopped = True
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.executor.clients.cancel()
 
 
 def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> Prefetch | None:

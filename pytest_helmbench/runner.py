@@ -87,6 +87,7 @@ class ClientPool:
         self.limiter = limiter
         self._clients: dict[tuple[str, str, float, bool], ChatClient] = {}
         self._lock = threading.Lock()
+        self._cancel = threading.Event()
 
     def for_model(self, model: ModelConfig) -> ChatClient:
         settings = self.settings
@@ -99,9 +100,14 @@ class ClientPool:
                 self._clients[key] = ChatClient(
                     base_url, "" if model.is_local else settings.api_key, api=api, timeout=timeout,
                     retries=settings.retries, backoff=settings.backoff, free=model.is_local,
-                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter,
+                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter, cancel=self._cancel,
                 )
             return self._clients[key]
+
+    def cancel(self) -> None:
+        """The session is stopping (-x, --maxfail, Ctrl-C): calls in flight send no further retry, and
+        calls waiting for a slot are not sent."""
+        self._cancel.set()
 
     def close(self) -> None:
         for client in self._clients.values():

@@ -6,6 +6,7 @@ import re
 
 import json
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -334,6 +335,42 @@ def test_retries_zero_means_one_attempt(server: FakeOpenRouter, sleeps: Sleeps) 
     assert info.value.attempts == 1
     assert sleeps == []
     assert len(server.chat_requests) == 1
+
+
+def test_cancel_cuts_a_retry_wait_short_and_sends_nothing_more(server: FakeOpenRouter) -> None:
+    """-x, --maxfail or Ctrl-C: a call waiting to retry (here 30 s, as Retry-After asks) gives up at once."""
+    chat = ChatClient(server.base_url, KEY, retries=3, backoff=0.0, timeout=5.0)  # the real, cancellable wait
+    server.add_rule(reply=Reply.error(503, "no provider", retry_after=30))
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            chat.complete(request())
+        except CallError as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=call)
+    started = time.monotonic()
+    worker.start()
+    while not server.chat_requests:
+        assert time.monotonic() - started < 10, "the first attempt never arrived"
+        time.sleep(0.01)
+    chat.cancel.set()
+    worker.join(timeout=10)
+    chat.close()
+    assert not worker.is_alive() and time.monotonic() - started < 10
+    assert outcome["error"].reason == "HTTP 503: no provider (not retried: the session is stopping)"
+    assert outcome["error"].attempts == 1
+    assert len(server.chat_requests) == 1
+
+
+def test_cancelled_client_sends_no_new_call(server: FakeOpenRouter, sleeps: Sleeps) -> None:
+    chat = make_client(server, sleeps)
+    chat.cancel.set()
+    with pytest.raises(CallError, match="not sent: the session is stopping"):
+        chat.complete(request())
+    chat.close()
+    assert server.chat_requests == []
 
 
 # ---- errors that are not retried ------------------------------------------------------------------

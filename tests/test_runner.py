@@ -351,3 +351,14 @@ def test_api_key_never_in_outcomes(harness: Harness, server: FakeOpenRouter) -> 
     outcomes.append(info.value.outcome)
     for outcome in outcomes:
         assert KEY not in json.dumps(outcome.to_dict(), default=str)
+
+
+def test_pool_cancel_stops_every_client_including_ones_made_later(tmp_path: Path, server: FakeOpenRouter) -> None:
+    h = Harness(tmp_path, server)
+    model = h.settings.models[0]
+    before = h.pool.for_model(model)
+    h.pool.cancel()
+    assert before.cancel.is_set()
+    local = h.pool.for_model(ModelConfig("local/other"))  # another endpoint, made after the stop
+    assert local.cancel.is_set()
+    h.pool.close()

@@ -176,6 +176,27 @@ def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
     assert rows(db, "select status from evaluationrun") == [("interrupted",)]
 
 
+def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
+    """Calls waiting out a Retry-After when Ctrl-C arrives give up at once: no request after the stop."""
+    write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=5)
+    concurrency = 4
+    helm_env.add_rule(reply=Reply.error(503, "no provider", retry_after=3))
+    child = subprocess.Popen([sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider",
+                              f"--helmbench-concurrency={concurrency}", "--helmbench-retries=5"],
+                             cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(helm_env.chat_requests) < concurrency and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.3)  # every call in flight is now waiting out its 3 s Retry-After
+    sent = len(helm_env.chat_requests)
+    stopped = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=20) == pytest.ExitCode.INTERRUPTED
+    assert time.monotonic() - stopped < 2.5, "the process waited for the retries of calls in flight"
+    time.sleep(0.2)
+    assert sent == concurrency and len(helm_env.chat_requests) == sent
+
+
 def test_concurrency_and_xdist_together_is_a_clear_usage_error(project, pytester, helm_env):
     write_grid(project / "benchmark", scenarios=1)
     result = run(pytester, "-n", "2", "--helmbench-concurrency", "4")
