@@ -148,10 +148,10 @@ class Executor:
         """Where the request goes, for its hash: a local model's port changes every session, its id does not."""
         return f"local:{model.id}" if model.is_local else client.base_url
 
-    def check_running(self, model: str) -> None:
+    def check_running(self, model: str, role: str = "model") -> None:
         reason = self.board.reason(model)
         if reason is not None:
-            raise ModelStopped(f"model {model} was stopped: {reason}")
+            raise ModelStopped(f"{role} {model} was stopped: {reason}")
 
     def request_for(self, case: Case, prompt: ComposedPrompt, repeat: int = 0) -> tuple[ChatClient, ChatRequest, str]:
         """The client, request and request hash of a case: the hash is also its cache key."""
@@ -171,6 +171,9 @@ class Executor:
 
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
         self.check_running(case.model)
+        marking = self.settings.marking_model
+        if case.scenario.evaluation.type == "sqe" and marking is not None:
+            self.check_running(marking.id, "marking model")  # no answer is paid for that nobody could judge
         client, request, key = self.request_for(case, prompt, repeat)
         outcome = Outcome(
             status=ERROR, reason="", model=case.model, case_code=case.code, nodeid=nodeid,
@@ -235,7 +238,11 @@ class Executor:
 
         def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
             request = build_request(marking, self.settings, text, response_format)
-            return self._call(client, request, request_key(self._endpoint(marking, client), client.api, request, repeat), outcome, judge=True)
+            try:
+                return self._call(client, request, request_key(self._endpoint(marking, client), client.api, request, repeat), outcome, judge=True)
+            except ModelRejected as exc:  # a bad key or credits for the judge: every later sqe case would fail alike
+                self.board.stop(marking.id, f"as the marking model: {exc.reason}")
+                raise
 
         return run_judge(send, criteria, prompt, answer)
 

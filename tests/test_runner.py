@@ -362,3 +362,19 @@ def test_pool_cancel_stops_every_client_including_ones_made_later(tmp_path: Path
     local = h.pool.for_model(ModelConfig("local/other"))  # another endpoint, made after the stop
     assert local.cancel.is_set()
     h.pool.close()
+
+
+def test_rejected_judge_stops_the_sqe_cases_before_their_answer_is_paid(harness: Harness, server: FakeOpenRouter) -> None:
+    """A judge key without credits (402): that case errors, later sqe cases are skipped without any
+    call, and cases that need no judge still run."""
+    server.add_rule(model=JUDGE, reply=Reply.error(402, "Insufficient credits"))
+    first, second = harness.cases("P1-B2-S1")[:2]
+    with pytest.raises(CaseError) as info:
+        harness.run(first)
+    assert info.value.outcome.reason.startswith("judge could not be reached: HTTP 402")
+    assert [r.model for r in server.chat_requests] == [MODEL, JUDGE]
+    with pytest.raises(ModelStopped, match=f"marking model {JUDGE} was stopped: as the marking model: HTTP 402"):
+        harness.run(second)
+    assert len(server.chat_requests) == 2  # the second case's answer was not bought
+    assert harness.run(harness.cases()[0]).status in ("passed", "failed")  # category_match needs no judge
+    assert harness.board.stopped() == {JUDGE: "as the marking model: HTTP 402: Insufficient credits — the account has insufficient credits"}
