@@ -84,14 +84,14 @@ block a verdict on their own (a skipped critical case still makes the gate incom
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Literal
+
+from .loader import code_sort_key  # one numeric order for codes everywhere
 
 PASSED = "passed"
 FAILED = "failed"
@@ -238,15 +238,6 @@ class Decision:
 # Ordering and grouping
 
 
-@lru_cache(maxsize=65536)
-def code_sort_key(code: str) -> tuple[Any, ...]:
-    """Order codes numerically: C2 before C10, PT2 before PT10, P1-B1-S2 before P1-B1-S10.
-
-    Same ordering as the loader's key, with the raw text as a last tie-break so that distinct
-    strings never compare equal. Cached: reports sort the same few thousand codes many times.
-    """
-    parts = tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|\D+", code))
-    return (parts, code)
 
 
 def _result_sort_key(result: CaseResult) -> tuple[Any, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from .loader import Component, Scenario, code_sort_key
 
@@ -32,9 +32,9 @@ class Case:
     @cached_property
     def sort_key(self) -> tuple[object, ...]:
         """Numeric order of (code, model), built from the components' cached keys: the same order as
-        `code_sort_key(code)` (no user context sorts before U1), at a fraction of the cost per case."""
-        context = _part_key(self.user_context.code) if self.user_context is not None else ()
-        return (_part_key(self.scenario.code), _part_key(self.condition.code), context, _part_key(self.perturbation.code), self.model)
+        `code_sort_key(code)` (no user context sorts before U1) without parsing every case's code."""
+        context = code_sort_key(self.user_context.code) if self.user_context is not None else ()
+        return (code_sort_key(self.scenario.code), code_sort_key(self.condition.code), context, code_sort_key(self.perturbation.code), self.model)
 
     @property
     def segments(self) -> dict[str, str]:
@@ -58,10 +58,6 @@ def expand(scenario: Scenario, models: list[str]) -> list[Case]:
     ]
 
 
-@lru_cache(maxsize=4096)
-def _part_key(code: str) -> tuple[object, ...]:
-    """code_sort_key of a component's code: a few hundred distinct codes shared by thousands of cases."""
-    return code_sort_key(code)
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,14 @@ def content_hash(*parts: Any) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+@lru_cache(maxsize=65536)
 def code_sort_key(code: str) -> tuple[Any, ...]:
-    """Order codes numerically everywhere: C2 before C10, P1-B1-S2 before P1-B1-S10."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|[^\d]+", code))
+    """Order codes numerically everywhere: C2 before C10, P1-B1-S2 before P1-B1-S10.
+
+    The raw text is the last tie-break, so distinct strings never compare equal. Cached: collection
+    and reports sort the same few thousand codes many times."""
+    parts = tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|\D+", code))
+    return (parts, code)
 
 
 @dataclass(frozen=True)
