@@ -12,11 +12,13 @@ import logging
 import random
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import httpx
 
+from . import __version__
 from .errors import HelmbenchError
 from .ratelimit import AdaptiveLimiter
 
@@ -99,6 +101,16 @@ class ChatResponse:
     provider: str | None = None
 
 
+def environment_proxy(url: httpx.URL) -> str | None:
+    """The proxy the environment names for this URL (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, unless
+    NO_PROXY exempts the host), as httpx.Client would pick it."""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(url.host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
 def _json_bytes(body: dict[str, Any]) -> bytes:
     """The request body, encoded exactly as httpx's `json=` does (the Content-Type header is the
     client's): encoding it here skips httpx's per-call content negotiation."""
@@ -161,18 +173,25 @@ class ChatClient:
         self.backoff = backoff
         self.free = free
         self.cancel = cancel or threading.Event()  # set when the session stops: no further retry is sent
-        self._sleep = sleep or self.cancel.wait  # a retry wait ends early when the session stops
+        self._sleep = sleep if sleep is not None else self.cancel.wait  # a retry wait ends early when the session stops
         self.limiter = limiter or AdaptiveLimiter(1_000_000)
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": f"{APP_TITLE}/{__version__}"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         if api == "openrouter":
             headers["X-Title"] = APP_TITLE
+        self._headers = httpx.Headers(headers)
         self._chat_url = httpx.URL(f"{self.base_url}/chat/completions")  # parsed once, not per call
-        self._http = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
-            trust_env=not free,  # a local model on 127.0.0.1 must never go through a configured proxy
+        self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
+        # Chat calls go straight to the connection pool: httpx.Client's per-request layers (cookie
+        # jar, auth and redirect flows, URL merging) cost as much CPU as the HTTP exchange itself,
+        # and an API call needs none of them. The client keeps the proxy from the environment
+        # (HTTPS_PROXY, NO_PROXY …); a local model on 127.0.0.1 never goes through one.
+        self._transport = httpx.HTTPTransport(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
+            proxy=None if free else environment_proxy(self._chat_url), trust_env=not free,
         )
+        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), transport=self._transport, trust_env=False)
         self._pricing: dict[str, Pricing] | None = None
         self._pricing_lock = threading.Lock()
 
@@ -217,8 +236,13 @@ class ChatClient:
         raise CallError(f"{last.reason} (gave up after {last.attempts} attempts)", status=last.status, raw=last.raw, attempts=last.attempts)
 
     def _attempt(self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float) -> ChatResponse:
+        http_request = httpx.Request("POST", self._chat_url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout)
         try:
-            response = self._http.post(self._chat_url, content=_json_bytes(body))
+            response = self._transport.handle_request(http_request)
+            try:
+                response.read()
+            finally:
+                response.close()
         except httpx.TimeoutException:
             raise _Transient("timed out waiting for the provider") from None
         except httpx.TransportError as exc:

@@ -437,6 +437,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = HelmbenchSession.get(session.config)
     if state.is_worker:
         state.close_clients()
+    if session.config.stash.get(FROZEN_KEY, False):
+        gc.freeze()  # the run's reports and outcomes now live until exit too: pytest's final collections skip them
 
 
 class XdistHooks:

@@ -506,3 +506,32 @@ def test_api_key_never_in_errors_client_or_logs(server: FakeOpenRouter, client: 
     assert_no_key(str(error), repr(error), error.reason, error.raw, error.args, str(client), repr(client),
                   "".join(traceback.format_exception(error)), caplog.text)
     assert caplog.records  # the retry/HTTP logging did happen, and carried no key
+
+
+# ---- proxies from the environment ---------------------------------------------------------------------
+
+
+def test_chat_calls_go_through_the_environment_proxy(server: FakeOpenRouter, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corporate proxy named by HTTP(S)_PROXY carries the calls (the fake serves absolute-form requests
+    as a forward proxy would see them); NO_PROXY exempts a host, a local model never uses one."""
+    monkeypatch.setenv("HTTP_PROXY", server.base_url.split("/api/")[0])
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    chat = ChatClient("http://provider.invalid/api/v1", KEY, retries=0, timeout=5.0, sleep=sleeps)
+    server.add_rule(reply=Reply.ok(ANSWER))
+    assert json.loads(chat.complete(request()).content or "") == ANSWER
+    chat.close()
+    (sent,) = server.chat_requests
+    assert sent.path == "/api/v1/chat/completions" and sent.headers["host"] == "provider.invalid"  # reached through the proxy
+
+    monkeypatch.setenv("NO_PROXY", "provider.invalid")
+    direct = ChatClient("http://provider.invalid/api/v1", KEY, retries=0, timeout=5.0, sleep=sleeps)
+    with pytest.raises(CallError, match="connection failed: ConnectError"):
+        direct.complete(request())
+    direct.close()
+    monkeypatch.delenv("NO_PROXY")
+    local = ChatClient("http://provider.invalid/api/v1", "", retries=0, timeout=5.0, sleep=sleeps, free=True)
+    with pytest.raises(CallError, match="connection failed: ConnectError"):
+        local.complete(request())
+    local.close()
+    assert len(server.chat_requests) == 1
