@@ -324,6 +324,19 @@ def pytest_collection_finish(session):
     assert gc.get_freeze_count() == before
 
 
+def test_objects_are_frozen_again_when_the_process_exits(pytester, bench, helm_env):
+    """The interpreter's last collections would scan every item and report again (0.3-0.7 s a run)."""
+    pytester.makeconftest("""
+import atexit, gc, os
+
+atexit.register(lambda: os.write(1, b"\\nFROZEN-AT-EXIT:%d\\n" % gc.get_freeze_count()))  # runs after the plugin's
+""")
+    result = pytester.runpytest_subprocess("benchmark", "--collect-only", "-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.OK
+    frozen = int(next(line.split(":")[1] for line in result.outlines if line.startswith("FROZEN-AT-EXIT:")))
+    assert frozen > 1000
+
+
 def test_bad_input_is_a_collection_error_without_traceback(pytester, bench, helm_env):
     write_scenario(bench, "P1-B1-S2")
     write(bench / "scenarios/P1-B1-S2/S2.md", "---\ncategory: ANSWER\nevaluation: {type: exact}\n---\n\n## Job\n\nx\n")
