@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import bindparam, delete, event, insert, update
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, bindparam, delete, event, insert, inspect, select as core_select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -27,7 +25,14 @@ from .tables import (
 )
 from .loader import content_hash
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 log = logging.getLogger(__name__)
+
+# The newest migration in migrations/versions (a test keeps the two equal). A database stamped with
+# it needs no migration, so a run opens it without importing Alembic.
+SCHEMA_HEAD = "0002"
 
 
 class StorageError(HelmbenchError):
@@ -44,6 +49,8 @@ def migrations_dir() -> Path:
 
 
 def alembic_config(db_url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
@@ -70,7 +77,11 @@ def make_engine(db_url: str) -> Engine:
     except Exception as exc:  # sqlalchemy raises ArgumentError and friends
         raise StorageError(f"--helmbench-db: {db_url!r} is not a valid SQLAlchemy URL ({exc})") from None
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(url.database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create the folder {folder} for the database {safe_url(db_url)}: {exc.strerror}") from None
     engine = create_engine(url, connect_args={"timeout": 30} if url.get_backend_name() == "sqlite" else {})
     if url.get_backend_name() == "sqlite":
         _sqlite_pragmas(engine)
@@ -78,11 +89,47 @@ def make_engine(db_url: str) -> Engine:
 
 
 def upgrade(db_url: str) -> None:
-    """Apply every pending migration (idempotent)."""
+    """Bring the database to SCHEMA_HEAD (idempotent).
+
+    One already there needs nothing. A new, empty one gets its tables from the models and is stamped
+    with the head revision, as Alembic recommends for a new database (a test proves the result equals
+    the migrated schema). Any other runs the migrations."""
     try:
-        command.upgrade(alembic_config(db_url), "head")
+        engine = make_engine(db_url)
+        try:
+            with engine.begin() as connection:
+                state = _schema_state(connection)
+                if state == "empty":
+                    SQLModel.metadata.create_all(connection)
+                    _ALEMBIC_VERSION.create(connection)
+                    connection.execute(insert(_ALEMBIC_VERSION).values(version_num=SCHEMA_HEAD))
+        finally:
+            engine.dispose()
+        if state == "behind":
+            from alembic import command
+
+            command.upgrade(alembic_config(db_url), "head")
     except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is not installed
         raise StorageError(f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+
+
+# Alembic's own version table, as `alembic stamp` creates it.
+_ALEMBIC_VERSION = Table(
+    "alembic_version", MetaData(), Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
+def _schema_state(connection: Connection) -> str:
+    """'current' (stamped with SCHEMA_HEAD), 'empty' (no table at all) or 'behind' (migrate it)."""
+    tables = set(inspect(connection).get_table_names())
+    if not tables:
+        return "empty"
+    if "alembic_version" in tables:
+        versions = connection.execute(core_select(_ALEMBIC_VERSION.c.version_num)).scalars().all()
+        if versions == [SCHEMA_HEAD]:
+            return "current"
+    return "behind"
 
 
 def safe_url(db_url: str) -> str:

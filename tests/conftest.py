@@ -23,7 +23,9 @@ from tests.openrouter_server import FakeOpenRouter
 for _module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
     if _module.name != "pytest_helmbench.migrations" and not _module.name.startswith("pytest_helmbench.migrations."):
         importlib.import_module(_module.name)
-importlib.import_module("pytest_helmbench.storage").upgrade("sqlite://")  # and what migrating imports
+import alembic.command  # noqa: E402  (and what running the migrations imports)
+
+alembic.command.upgrade(importlib.import_module("pytest_helmbench.storage").alembic_config("sqlite://"), "head")
 
 # One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):
 # two copies would hold two different Reply classes.

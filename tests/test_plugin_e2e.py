@@ -297,12 +297,23 @@ def test_sessions_without_a_paid_call_never_import_the_database_or_http_stack(py
     assert not (pytester.path / "helmbench.db").exists()
 
 
-def test_a_run_does_import_them(pytester, bench, helm_env):
-    """The other side of the test above: the conftest really sees what a run imports."""
+def test_a_run_imports_alembic_only_to_migrate_an_older_database(pytester, bench, helm_env):
+    """A new database is built from the models and stamped; one at the head is opened as it is; only an
+    older one loads Alembic. (Also the other side of the test above: the conftest sees what a run imports.)"""
+    from alembic import command
+    from pytest_helmbench.storage import alembic_config
+
     helm_env.add_rule(reply=Reply.ok(GOOD))
     pytester.makeconftest(REPORT_IMPORTS.format(heavy=HEAVY))
-    result = pytester.runpytest_subprocess("benchmark", "-s", "-p", "no:xdist", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1")
+    args = ("benchmark", "-s", "-p", "no:xdist", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1")
+    for _ in ("new", "current"):
+        pytester.runpytest_subprocess(*args).stdout.fnmatch_lines(["HEAVY-IMPORTS:sqlalchemy,sqlmodel,httpx:END"])
+    old = pytester.path / "old.db"
+    command.upgrade(alembic_config(f"sqlite:///{old}"), "0001")
+    result = pytester.runpytest_subprocess(*args, f"--helmbench-db=sqlite:///{old}")
     result.stdout.fnmatch_lines([f"HEAVY-IMPORTS:{','.join(HEAVY)}:END"])
+    assert rows(old, "select version_num from alembic_version") == [("0002",)]
+    assert rows(old, "select count(*) from result") == [(1,)]
 
 
 def test_collected_items_are_frozen_for_the_session_and_released_after(pytester, bench, helm_env):

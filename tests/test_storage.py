@@ -13,7 +13,7 @@ from pytest_helmbench.cases import expand
 from pytest_helmbench.loader import BenchmarkLoader
 from pytest_helmbench.outcome import Outcome, provenance
 from pytest_helmbench.prompt import compose
-from pytest_helmbench.storage import Recorder, StorageError, make_engine, upgrade
+from pytest_helmbench.storage import SCHEMA_HEAD, Recorder, StorageError, make_engine, upgrade
 from pytest_helmbench.tables import CachedResponse, Condition, EvaluationRun, Perturbation, Result, Scenario
 from tests.benchfiles import write_benchmark
 
@@ -32,11 +32,43 @@ def outcomes(tmp_path):
 
 
 def test_migrations_match_the_models_and_are_idempotent(tmp_path):
+    from alembic import command
+    from pytest_helmbench.storage import alembic_config
+
     url = f"sqlite:///{tmp_path / 'h.db'}"
-    upgrade(url)
+    command.upgrade(alembic_config(url), "head")  # every migration, from nothing
     upgrade(url)
     with make_engine(url).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
+        assert MigrationContext.configure(conn).get_current_revision() == SCHEMA_HEAD
+
+
+def test_schema_head_is_the_newest_migration():
+    from alembic.script import ScriptDirectory
+    from pytest_helmbench.storage import alembic_config
+
+    assert ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head() == SCHEMA_HEAD
+
+
+def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one(tmp_path):
+    """The fast path for a new database gives what the migrations give, and Alembic agrees it is current."""
+    from alembic import command
+    from pytest_helmbench.storage import alembic_config
+
+    built, migrated = f"sqlite:///{tmp_path / 'built.db'}", f"sqlite:///{tmp_path / 'migrated.db'}"
+    upgrade(built)
+    command.upgrade(alembic_config(migrated), "head")
+
+    def schema(url: str) -> set[tuple[str, str]]:
+        with make_engine(url).connect() as conn:
+            return {(kind, name) for kind, name in conn.exec_driver_sql("select type, name from sqlite_master where name not like 'sqlite_%'")}
+
+    assert schema(built) == schema(migrated)
+    with make_engine(built).connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
+        assert MigrationContext.configure(conn).get_current_revision() == SCHEMA_HEAD
+    command.upgrade(alembic_config(built), "head")  # nothing left to apply
+    assert schema(built) == schema(migrated)
 
 
 def test_upgrades_an_old_database_keeping_its_rows(tmp_path):
@@ -110,5 +142,8 @@ def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes):
 
 def test_unusable_database_is_a_storage_error(tmp_path):
     (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(StorageError, match="cannot migrate"):
+    with pytest.raises(StorageError, match="cannot create the folder .*file for the database .*: File exists"):
         upgrade(f"sqlite:///{tmp_path / 'file' / 'x.db'}")
+    (tmp_path / "db-is-a-folder.db").mkdir()
+    with pytest.raises(StorageError, match="cannot migrate the database .*db-is-a-folder.db: OperationalError"):
+        upgrade(f"sqlite:///{tmp_path / 'db-is-a-folder.db'}")
