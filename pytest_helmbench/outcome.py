@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 from .cases import Case
 from .errors import HelmbenchError
@@ -22,36 +22,60 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _component(component: Component | None) -> dict[str, Any] | None:
+# Provenance parts are built once per exact content (keyed by content hash) and shared by every case
+# that uses them: thousands of cases share a few hundred. They are read-only from here on.
+_PARTS: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def _shared(key: tuple[str, ...], build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    found = _PARTS.get(key)
+    if found is None:
+        if len(_PARTS) >= 65536:  # many benchmark versions in one process: never grow without bound
+            _PARTS.clear()
+        found = _PARTS[key] = build()
+    return found
+
+
+def _component(kind: str, component: Component | None) -> dict[str, Any] | None:
     if component is None:
         return None
-    return {
+    return _shared((kind, component.code, component.hash), lambda: {
         "code": component.code, "title": component.title, "content": component.text, "severity": component.severity,
         "style": component.style, "meta": plain(component.meta), "hash": component.hash,
-    }
+    })
+
+
+def _scenario_parts(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
+    scenario = case.scenario
+
+    def build() -> dict[str, Any]:
+        pillar = info.pillar(scenario.pillar)
+        behaviour = info.behaviour(scenario.behaviour)
+        criteria = scenario.criteria
+        return {
+            "benchmark": {"version": info.version, "description": info.description, "hash": info.hash},
+            "pillar": {"code": pillar.code, "name": pillar.name, "description": pillar.description},
+            "behaviour": {"code": behaviour.code, "title": behaviour.title, "description": behaviour.description, "compliance": behaviour.compliance},
+            "scenario": {
+                "code": scenario.code, "title": scenario.title, "content": scenario.text, "category": scenario.category,
+                "response_format": scenario.response_format, "evaluation": asdict(scenario.evaluation),
+                "criteria": criteria.text if criteria else None, "risk": scenario.risk, "critical": scenario.critical,
+                "meta": plain(scenario.meta), "hash": scenario.hash,
+                "condition_codes": [c.code for c in scenario.conditions],
+                "user_context_codes": [u.code for u in scenario.user_contexts],
+            },
+        }
+
+    return _shared(("scenario", scenario.code, scenario.hash, info.hash), build)
 
 
 def provenance(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
     """Everything storage needs to upsert the content rows this case was run with."""
-    scenario = case.scenario
-    pillar = info.pillar(scenario.pillar)
-    behaviour = info.behaviour(scenario.behaviour)
-    criteria = scenario.criteria
     return {
-        "benchmark": {"version": info.version, "description": info.description, "hash": info.hash},
-        "pillar": {"code": pillar.code, "name": pillar.name, "description": pillar.description},
-        "behaviour": {"code": behaviour.code, "title": behaviour.title, "description": behaviour.description, "compliance": behaviour.compliance},
-        "scenario": {
-            "code": scenario.code, "title": scenario.title, "content": scenario.text, "category": scenario.category,
-            "response_format": scenario.response_format, "evaluation": asdict(scenario.evaluation),
-            "criteria": criteria.text if criteria else None, "risk": scenario.risk, "critical": scenario.critical,
-            "meta": plain(scenario.meta), "hash": scenario.hash,
-            "condition_codes": [c.code for c in scenario.conditions],
-            "user_context_codes": [u.code for u in scenario.user_contexts],
-        },
-        "condition": _component(case.condition),
-        "user_context": _component(case.user_context),
-        "perturbation": _component(case.perturbation),
+        **_scenario_parts(case, info),
+        "condition": _component("condition", case.condition),
+        "user_context": _component("user_context", case.user_context),
+        "perturbation": _component("perturbation", case.perturbation),
     }
 
 
