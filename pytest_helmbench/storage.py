@@ -202,10 +202,14 @@ class Recorder:
             session.flush()
         self._ids[key] = 1
 
-    def _content(self, session: Session, prov: dict[str, Any]) -> dict[str, int | None]:
-        """Upsert the content rows of one case by code and content hash; return their ids."""
+    def _content(self, session: Session | None, prov: dict[str, Any]) -> dict[str, int | None] | None:
+        """Upsert the content rows of one case by code and content hash; return their ids.
+
+        Without a session, only what this recorder already knows: None when a row is new to it."""
         key = _scenario_key(prov)
         if key not in self._scenarios:
+            if session is None:
+                return None
             self._scenarios[key] = self._scenario_ids(session, prov)
         benchmark_id, scenario_id = self._scenarios[key]
         ids: dict[str, int | None] = {"benchmark": benchmark_id, "scenario": scenario_id, "user_context": None}
@@ -214,6 +218,8 @@ class Recorder:
             if c is not None:
                 key = (kind, scenario_id, c["code"], c["hash"])
                 if key not in self._components:
+                    if session is None:
+                        return None
                     self._components[key] = self._component_id(session, kind, c, scenario_id, prov["scenario"]["code"])
                 ids[kind] = self._components[key]
         return ids
@@ -287,19 +293,25 @@ class Recorder:
         so a run always holds one Result per case and repeat.
         """
         try:
-            with Session(self._connection(), expire_on_commit=False) as session:
-                ids = self._content(session, outcome.provenance)
-                run = self._run(session, outcome.model, ids["benchmark"], options)
-                written = (run.id, outcome.case_code, outcome.repeat)
-                if run.id in self._adopted or written in self._written:
-                    self._replace_earlier(session, run, outcome)  # a fresh run holds only what this session wrote
-                # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
-                session.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
-                _count(run, outcome)
-                session.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
-                self._store_cache(session, outcome.cache_writes)
-                session.commit()
-                run_id = run.id
+            connection = self._connection()
+            known = self._content(None, outcome.provenance)
+            run = self._run_rows.get(outcome.model)
+            if known is not None and run is not None and run.id not in self._adopted and (run.id, outcome.case_code, outcome.repeat) not in self._written:
+                # Every row it points at is known and nothing is replaced: Core statements on the
+                # connection, without an ORM session (which cost as much as the writes themselves).
+                with connection.begin():
+                    self._write(connection, run, outcome, known)
+            else:
+                with Session(connection, expire_on_commit=False) as session:
+                    ids = self._content(session, outcome.provenance)
+                    assert ids is not None
+                    run = self._run(session, outcome.model, ids["benchmark"], options)
+                    if run.id in self._adopted or (run.id, outcome.case_code, outcome.repeat) in self._written:
+                        self._replace_earlier(session, run, outcome)  # a fresh run holds only what this session wrote
+                    self._write(session, run, outcome, ids)
+                    session.commit()
+            written = (run.id, outcome.case_code, outcome.repeat)
+            run_id = run.id
         except SQLAlchemyError as exc:
             self._forget()
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
@@ -311,6 +323,14 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
+    def _write(self, db: Session | Connection, run: EvaluationRun, outcome: Outcome, ids: dict[str, int | None]) -> None:
+        """The Result row, its run's counters and the fresh answers for the cache, in the caller's transaction."""
+        # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
+        db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
+        _count(run, outcome)
+        db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
+        self._store_cache(db, outcome.cache_writes)
+
     @staticmethod
     def _replace_earlier(session: Session, run: EvaluationRun, outcome: Outcome) -> None:
         earlier = session.exec(select(Result).where(
@@ -319,18 +339,17 @@ class Recorder:
             _count(run, row, -1)
             session.delete(row)
 
-    @staticmethod
-    def _store_cache(session: Session, entries: list[dict[str, Any]]) -> None:
+    def _store_cache(self, db: Session | Connection, entries: list[dict[str, Any]]) -> None:
         """A fresh answer replaces any older entry of its key (one that expired, or was not read)."""
         if not entries:
             return
         fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
-        upsert = _UPSERT_CACHED.get(session.get_bind().dialect.name)
+        upsert = _UPSERT_CACHED.get(self.engine.dialect.name)
         if upsert is not None:
-            session.execute(upsert, list(fresh.values()))
+            db.execute(upsert, list(fresh.values()))
         else:
-            session.execute(_DELETE_CACHED, {"keys": list(fresh)})
-            session.execute(_INSERT_CACHED, list(fresh.values()))
+            db.execute(_DELETE_CACHED, {"keys": list(fresh)})
+            db.execute(_INSERT_CACHED, list(fresh.values()))
 
     def finish(self, statuses: dict[str, str]) -> None:
         """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model)."""
