@@ -40,9 +40,17 @@ class StopBoard:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
+        self._paths: dict[str, str] = {}
 
     def _path(self, model: str) -> Path:
-        return self.folder / (hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop")
+        return Path(self._file(model))
+
+    def _file(self, model: str) -> str:
+        """Asked before every call: the file name is worked out once per model."""
+        found = self._paths.get(model)
+        if found is None:
+            found = self._paths[model] = os.path.join(self.folder, hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop")
+        return found
 
     def stop(self, model: str, message: str) -> None:
         # Write then rename: another worker reading mid-write must never see a half-written file.
@@ -52,8 +60,11 @@ class StopBoard:
         os.replace(temp, path)
 
     def reason(self, model: str) -> str | None:
-        path = self._path(model)
-        return path.read_text(encoding="utf-8").split("\n", 1)[1] if path.is_file() else None
+        try:
+            with open(self._file(model), encoding="utf-8") as file:
+                return file.read().split("\n", 1)[1]
+        except FileNotFoundError:
+            return None
 
     def stopped(self) -> dict[str, str]:
         found = {}
