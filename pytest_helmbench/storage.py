@@ -7,6 +7,7 @@ always agree with the rows and a crash loses nothing that finished.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,7 +153,7 @@ class Recorder:
         self._ids: dict[tuple[Any, ...], int] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
-        self._run_rows: dict[str, EvaluationRun] = {}  # detached, fully loaded: no SELECT per Result
+        self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
         self._scenarios: dict[tuple[Any, ...], tuple[int, int]] = {}  # (benchmark id, scenario id) per exact content
         self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
         self._conn: Connection | None = None
@@ -184,22 +185,23 @@ class Recorder:
         key = (table.__name__, tuple(sorted(match.items())))
         if key in self._ids:
             return self._ids[key]
-        query = select(table)
-        for column, value in match.items():
-            query = query.where(getattr(table, column) == value)
-        row = session.exec(query).first()
-        if row is None:
-            row = table(**match, **values)
-            session.add(row)
-            session.flush()
-        self._ids[key] = row.id
-        return row.id
+        # Core statements: loading and flushing ORM objects cost ~1 ms per content row, paid for
+        # every component of the benchmark on a run's first cases.
+        columns = table.__table__.c  # type: ignore[attr-defined]
+        row_id = session.execute(core_select(columns.id).where(*(columns[c] == v for c, v in match.items()))).scalar()
+        if row_id is None:
+            row = table(**match, **values)  # the model applies its defaults and types
+            data = {c.name: getattr(row, c.name) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
+            row_id = session.execute(insert(table.__table__).values(**data)).inserted_primary_key[0]  # type: ignore[attr-defined]
+        self._ids[key] = row_id
+        return row_id
 
     def _link(self, session: Session, table: type[SQLModel], **ids: int) -> None:
         key = (table.__name__, tuple(sorted(ids.items())))
-        if key not in self._ids and session.get(table, tuple(ids.values())) is None:
-            session.add(table(**ids))
-            session.flush()
+        if key not in self._ids:
+            columns = table.__table__.c  # type: ignore[attr-defined]
+            if session.execute(core_select(columns[next(iter(ids))]).where(*(columns[c] == v for c, v in ids.items()))).first() is None:
+                session.execute(insert(table.__table__).values(**ids))  # type: ignore[attr-defined]
         self._ids[key] = 1
 
     def _content(self, session: Session | None, prov: dict[str, Any]) -> dict[str, int | None] | None:
@@ -255,12 +257,12 @@ class Recorder:
         )
         return benchmark_id, scenario_id
 
-    def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> EvaluationRun:
-        """The run of `model`, detached: this process is its only writer, so its counters are kept
-        here and written with one UPDATE per Result (no SELECT, no unit of work)."""
-        run = self._run_rows.get(model)
-        if run is not None:
-            return run
+    def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
+        """The counters of `model`'s run: this process is its only writer, so they are kept here and
+        written with one UPDATE per Result (no SELECT, no unit of work, no ORM attribute events)."""
+        known = self._run_rows.get(model)
+        if known is not None:
+            return known
         if model in self.runs:
             run = session.get(EvaluationRun, self.runs[model])
             assert run is not None
@@ -269,8 +271,8 @@ class Recorder:
             run = EvaluationRun(benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options)
             session.add(run)
             session.flush()
-        session.expunge(run)
-        return run
+        assert run.id is not None
+        return RunCounters(run.id, **{name: getattr(run, name) for name in COUNTERS})
 
     def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
         """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
@@ -323,7 +325,7 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
-    def _write(self, db: Session | Connection, run: EvaluationRun, outcome: Outcome, ids: dict[str, int | None]) -> None:
+    def _write(self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: dict[str, int | None]) -> None:
         """The Result row, its run's counters and the fresh answers for the cache, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
@@ -332,7 +334,7 @@ class Recorder:
         self._store_cache(db, outcome.cache_writes)
 
     @staticmethod
-    def _replace_earlier(session: Session, run: EvaluationRun, outcome: Outcome) -> None:
+    def _replace_earlier(session: Session, run: RunCounters, outcome: Outcome) -> None:
         earlier = session.exec(select(Result).where(
             Result.run_id == run.id, Result.case_code == outcome.case_code, Result.repeat_index == outcome.repeat)).all()
         for row in earlier:
@@ -413,7 +415,24 @@ def _upsert_cached(dialect_insert: Any) -> Any:
 _UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert_cached(postgresql_insert)}
 
 
-def _count(run: EvaluationRun, outcome: Outcome | Result, sign: int = 1) -> None:
+@dataclass
+class RunCounters:
+    """One EvaluationRun's id and counters as plain attributes (an ORM object's attribute events cost
+    more than the arithmetic)."""
+
+    id: int
+    total_tests: int = 0
+    passed_tests: int = 0
+    failed_tests: int = 0
+    error_tests: int = 0
+    skipped_tests: int = 0
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
     """total_tests = passed + failed (the evaluated cases); errors and skips are counted apart.
 
     Cost and tokens are what was paid: a replaced Result's spend stays in the run's totals.
