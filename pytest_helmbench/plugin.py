@@ -284,13 +284,14 @@ class Prefetch:
         self.pool = ThreadPoolExecutor(max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call")
 
     def submit(self, item: CaseItem) -> None:
-        item.prefetch = self.pool.submit(self._call, item.case, compose(item.case), item.nodeid, item.repeat)
+        item.prefetch = self.pool.submit(self._call, item.case, item.nodeid, item.repeat)
 
-    def _call(self, case: Any, prompt: Any, nodeid: str, repeat: int) -> Outcome:
+    def _call(self, case: Any, nodeid: str, repeat: int) -> Outcome:
         if self.stopped or self.session.shouldstop or self.session.shouldfail:
             raise _NotStarted()
         try:
-            outcome = self.executor.run(case, prompt, nodeid, repeat)
+            # Composed here, not when submitted: pytest's own thread is the run's bottleneck.
+            outcome = self.executor.run(case, compose(case), nodeid, repeat)
         except CaseError:
             self._count_failure()
             raise

@@ -122,6 +122,7 @@ class HelmbenchSession:
         self.session_id: str = workerinput.get("helmbench_session_id") or uuid.uuid4().hex
         self._shared: str = workerinput.get("helmbench_shared") or ""
         self.local_urls: dict[str, str] = {}
+        self._options: dict[str, dict[str, Any]] = {}
 
     @staticmethod
     def get(config: pytest.Config) -> "HelmbenchSession":
@@ -300,13 +301,19 @@ class HelmbenchSession:
         try:
             self.open_storage()
             assert self.recorder is not None
-            options = self.settings.recorded(self.settings.model(outcome.model)) | {"pytest_args": list(self.config.invocation_params.args)}
-            tally.run_id = self.recorder.record(outcome, options)
+            tally.run_id = self.recorder.record(outcome, self._run_options(outcome.model))
         except HelmbenchError as exc:
             self.storage_error = str(exc)
             log.error("HELMBench: %s", exc)
             if self.session is not None:
                 self.session.shouldstop = f"HELMBench cannot record results: {exc}"
+
+    def _run_options(self, model: str) -> dict[str, Any]:
+        """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
+        found = self._options.get(model)
+        if found is None:
+            found = self._options[model] = self.settings.recorded(self.settings.model(model)) | {"pytest_args": list(self.config.invocation_params.args)}
+        return found
 
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session (never creates the shared folder)."""
