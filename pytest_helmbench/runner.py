@@ -35,12 +35,17 @@ LOCAL_PARALLEL = 2  # requests one embedded llama.cpp server decodes at once (Lo
 
 
 class StopBoard:
-    """Models stopped for the rest of the session, kept as files so every xdist worker sees them."""
+    """Models stopped for the rest of the session, kept as files so every xdist worker sees them.
 
-    def __init__(self, folder: Path) -> None:
+    `cross_process=False` (a run without xdist: every call is made in this process) answers the check
+    made before every call from memory, without touching the file system."""
+
+    def __init__(self, folder: Path, *, cross_process: bool = True) -> None:
         self.folder = folder
+        self.cross_process = cross_process
         folder.mkdir(parents=True, exist_ok=True)
         self._paths: dict[str, str] = {}
+        self._here: dict[str, str] = {}  # stopped by this process
 
     def _path(self, model: str) -> Path:
         return Path(self._file(model))
@@ -58,8 +63,12 @@ class StopBoard:
         temp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         temp.write_text(f"{model}\n{message}", encoding="utf-8")
         os.replace(temp, path)
+        self._here[model] = message
 
     def reason(self, model: str) -> str | None:
+        found = self._here.get(model)
+        if found is not None or not self.cross_process:
+            return found
         try:
             with open(self._file(model), encoding="utf-8") as file:
                 return file.read().split("\n", 1)[1]

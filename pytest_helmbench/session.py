@@ -171,7 +171,7 @@ class HelmbenchSession:
     def board(self) -> StopBoard:
         from .runner import StopBoard
 
-        return StopBoard(self.shared_dir / "stops")
+        return StopBoard(self.shared_dir / "stops", cross_process=self.is_worker)
 
     @cached_property
     def ledger(self) -> CostLedger | None:

@@ -378,3 +378,15 @@ def test_rejected_judge_stops_the_sqe_cases_before_their_answer_is_paid(harness:
     assert len(server.chat_requests) == 2  # the second case's answer was not bought
     assert harness.run(harness.cases()[0]).status in ("passed", "failed")  # category_match needs no judge
     assert harness.board.stopped() == {JUDGE: "as the marking model: HTTP 402: Insufficient credits — the account has insufficient credits"}
+
+
+def test_stop_board_of_a_single_process_answers_from_memory(tmp_path: Path) -> None:
+    """Without xdist every stop is made in-process: the check before each call reads no file, and the
+    file is still written for the summary."""
+    board = StopBoard(tmp_path / "board", cross_process=False)
+    assert board.reason("a/one") is None
+    StopBoard(tmp_path / "board").stop("a/one", "HTTP 401: bad key")  # another process: not looked for
+    assert board.reason("a/one") is None
+    board.stop("b/two", "HTTP 402: no credit")
+    assert board.reason("b/two") == "HTTP 402: no credit"
+    assert board.stopped() == {"a/one": "HTTP 401: bad key", "b/two": "HTTP 402: no credit"}
