@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # The newest migration in migrations/versions (a test keeps the two equal). A database stamped with
 # it needs no migration, so a run opens it without importing Alembic.
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 
 
 class StorageError(HelmbenchError):
@@ -157,6 +157,9 @@ class Recorder:
         self._scenarios: dict[tuple[Any, ...], tuple[int, int]] = {}  # (benchmark id, scenario id) per exact content
         self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
         self._conn: Connection | None = None
+        # SQLite keeps a run's counters with triggers (tables.RUN_COUNTER_TRIGGERS); other databases
+        # get them from one UPDATE per Result.
+        self._counted_by_triggers = self.engine.dialect.name == "sqlite"
 
     def close(self) -> None:
         if self._conn is not None:
@@ -329,17 +332,19 @@ class Recorder:
         """The Result row, its run's counters and the fresh answers for the cache, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
-        _count(run, outcome)
-        db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
+        if not self._counted_by_triggers:
+            _count(run, outcome)
+            db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
         self._store_cache(db, outcome.cache_writes)
 
-    @staticmethod
-    def _replace_earlier(session: Session, run: RunCounters, outcome: Outcome) -> None:
+    def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> None:
         earlier = session.exec(select(Result).where(
             Result.run_id == run.id, Result.case_code == outcome.case_code, Result.repeat_index == outcome.repeat)).all()
         for row in earlier:
-            _count(run, row, -1)
+            if not self._counted_by_triggers:
+                _count(run, row, -1)
             session.delete(row)
+        session.flush()
 
     def _store_cache(self, db: Session | Connection, entries: list[dict[str, Any]]) -> None:
         """A fresh answer replaces any older entry of its key (one that expired, or was not read)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import DDL, JSON, Column, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
 
 
@@ -183,3 +183,39 @@ class CachedResponse(SQLModel, table=True):
     cost_usd: Optional[float] = None
     latency_ms: Optional[float] = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+# A run's counters follow its Result rows inside SQLite itself: one statement per Result instead of an
+# INSERT and an UPDATE (each a round trip through the GIL on a busy run). Counts follow inserts and
+# deletes (a resumed run replaces a case's earlier Result); cost and tokens only grow: what was paid
+# stays paid. Migration 0003 adds the same triggers to an existing database (a test compares them).
+# Other databases get the counters from the recorder's UPDATE.
+RUN_COUNTER_TRIGGERS = (
+    """CREATE TRIGGER result_counts_after_insert AFTER INSERT ON result
+BEGIN
+    UPDATE evaluationrun SET
+        passed_tests = passed_tests + (NEW.status = 'passed'),
+        failed_tests = failed_tests + (NEW.status = 'failed'),
+        error_tests = error_tests + (NEW.status = 'error'),
+        skipped_tests = skipped_tests + (NEW.status = 'skipped'),
+        total_tests = total_tests + (NEW.status IN ('passed', 'failed')),
+        cost_usd = cost_usd + COALESCE(NEW.cost_usd, 0),
+        judge_cost_usd = judge_cost_usd + COALESCE(NEW.judge_cost_usd, 0),
+        prompt_tokens = prompt_tokens + COALESCE(NEW.prompt_tokens, 0),
+        completion_tokens = completion_tokens + COALESCE(NEW.completion_tokens, 0)
+    WHERE id = NEW.run_id;
+END""",
+    """CREATE TRIGGER result_counts_after_delete AFTER DELETE ON result
+BEGIN
+    UPDATE evaluationrun SET
+        passed_tests = passed_tests - (OLD.status = 'passed'),
+        failed_tests = failed_tests - (OLD.status = 'failed'),
+        error_tests = error_tests - (OLD.status = 'error'),
+        skipped_tests = skipped_tests - (OLD.status = 'skipped'),
+        total_tests = total_tests - (OLD.status IN ('passed', 'failed'))
+    WHERE id = OLD.run_id;
+END""",
+)
+for _trigger in RUN_COUNTER_TRIGGERS:
+    event.listen(Result.__table__, "after_create", DDL(_trigger).execute_if(dialect="sqlite"))  # type: ignore[attr-defined]
+

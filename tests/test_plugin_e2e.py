@@ -301,7 +301,7 @@ def test_a_run_imports_alembic_only_to_migrate_an_older_database(pytester, bench
     """A new database is built from the models and stamped; one at the head is opened as it is; only an
     older one loads Alembic. (Also the other side of the test above: the conftest sees what a run imports.)"""
     from alembic import command
-    from pytest_helmbench.storage import alembic_config
+    from pytest_helmbench.storage import SCHEMA_HEAD, alembic_config
 
     helm_env.add_rule(reply=Reply.ok(GOOD))
     pytester.makeconftest(REPORT_IMPORTS.format(heavy=HEAVY))
@@ -312,7 +312,7 @@ def test_a_run_imports_alembic_only_to_migrate_an_older_database(pytester, bench
     command.upgrade(alembic_config(f"sqlite:///{old}"), "0001")
     result = pytester.runpytest_subprocess(*args, f"--helmbench-db=sqlite:///{old}")
     result.stdout.fnmatch_lines([f"HEAVY-IMPORTS:{','.join(HEAVY)}:END"])
-    assert rows(old, "select version_num from alembic_version") == [("0002",)]
+    assert rows(old, "select version_num from alembic_version") == [(SCHEMA_HEAD,)]
     assert rows(old, "select count(*) from result") == [(1,)]
 
 

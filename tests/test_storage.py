@@ -59,11 +59,13 @@ def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one
     upgrade(built)
     command.upgrade(alembic_config(migrated), "head")
 
-    def schema(url: str) -> set[tuple[str, str]]:
+    def schema(url: str) -> set[tuple[str, str, str]]:
         with make_engine(url).connect() as conn:
-            return {(kind, name) for kind, name in conn.exec_driver_sql("select type, name from sqlite_master where name not like 'sqlite_%'")}
+            found = conn.exec_driver_sql("select type, name, sql from sqlite_master where name not like 'sqlite_%'")
+            return {(kind, name, sql if kind == "trigger" else "") for kind, name, sql in found}
 
     assert schema(built) == schema(migrated)
+    assert {name for kind, name, _ in schema(built) if kind == "trigger"} == {"result_counts_after_insert", "result_counts_after_delete"}
     with make_engine(built).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
         assert MigrationContext.configure(conn).get_current_revision() == SCHEMA_HEAD
