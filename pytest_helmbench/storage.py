@@ -261,8 +261,9 @@ class Recorder:
         return benchmark_id, scenario_id
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
-        """The counters of `model`'s run: this process is its only writer, so they are kept here and
-        written with one UPDATE per Result (no SELECT, no unit of work, no ORM attribute events)."""
+        """The counters of `model`'s run: this process is its only writer, so where no trigger keeps
+        them (databases other than SQLite) they are kept here and written with one UPDATE per Result
+        (no SELECT, no unit of work, no ORM attribute events)."""
         known = self._run_rows.get(model)
         if known is not None:
             return known
