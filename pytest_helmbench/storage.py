@@ -121,6 +121,14 @@ _ALEMBIC_VERSION = Table(
 )
 
 
+def _has_counter_triggers(engine: Engine) -> bool:
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.connect() as connection:
+        names = set(connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars())
+    return {"result_counts_after_insert", "result_counts_after_delete"} <= names
+
+
 def _schema_state(connection: Connection) -> str:
     """'current' (stamped with SCHEMA_HEAD), 'empty' (no table at all) or 'behind' (migrate it)."""
     tables = set(inspect(connection).get_table_names())
@@ -159,7 +167,7 @@ class Recorder:
         self._conn: Connection | None = None
         # SQLite keeps a run's counters with triggers (tables.RUN_COUNTER_TRIGGERS); other databases
         # get them from one UPDATE per Result.
-        self._counted_by_triggers = self.engine.dialect.name == "sqlite"
+        self._counted_by_triggers = _has_counter_triggers(self.engine)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -276,7 +284,7 @@ class Recorder:
             session.add(run)
             session.flush()
         assert run.id is not None
-        return RunCounters(run.id, **{name: getattr(run, name) for name in COUNTERS})
+        return RunCounters(run.id, {name: getattr(run, name) for name in COUNTERS})
 
     def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
         """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
@@ -335,7 +343,7 @@ class Recorder:
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
         if not self._counted_by_triggers:
             _count(run, outcome)
-            db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": getattr(run, name) for name in COUNTERS}})
+            db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": run.counts[name] for name in COUNTERS}})
         self._store_cache(db, outcome.cache_writes)
 
     def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> None:
@@ -423,19 +431,11 @@ _UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert
 
 @dataclass
 class RunCounters:
-    """One EvaluationRun's id and counters as plain attributes (an ORM object's attribute events cost
-    more than the arithmetic)."""
+    """One EvaluationRun's id and its counters (COUNTERS) in a plain dict: an ORM object's attribute
+    events cost more than the arithmetic."""
 
     id: int
-    total_tests: int = 0
-    passed_tests: int = 0
-    failed_tests: int = 0
-    error_tests: int = 0
-    skipped_tests: int = 0
-    cost_usd: float = 0.0
-    judge_cost_usd: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    counts: dict[str, float]
 
 
 def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
@@ -443,17 +443,13 @@ def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
 
     Cost and tokens are what was paid: a replaced Result's spend stays in the run's totals.
     """
-    if outcome.status == PASSED:
-        run.passed_tests += sign
-    elif outcome.status == FAILED:
-        run.failed_tests += sign
-    elif outcome.status == ERROR:
-        run.error_tests += sign
-    elif outcome.status == SKIPPED:
-        run.skipped_tests += sign
-    run.total_tests = run.passed_tests + run.failed_tests
+    counts = run.counts
+    status_counter = {PASSED: "passed_tests", FAILED: "failed_tests", ERROR: "error_tests", SKIPPED: "skipped_tests"}.get(outcome.status)
+    if status_counter is not None:
+        counts[status_counter] += sign
+    counts["total_tests"] = counts["passed_tests"] + counts["failed_tests"]
     if sign > 0:
-        run.cost_usd += outcome.cost_usd or 0.0
-        run.judge_cost_usd += outcome.judge_cost_usd or 0.0
-        run.prompt_tokens += outcome.prompt_tokens or 0
-        run.completion_tokens += outcome.completion_tokens or 0
+        counts["cost_usd"] += outcome.cost_usd or 0.0
+        counts["judge_cost_usd"] += outcome.judge_cost_usd or 0.0
+        counts["prompt_tokens"] += outcome.prompt_tokens or 0
+        counts["completion_tokens"] += outcome.completion_tokens or 0

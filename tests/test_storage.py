@@ -87,11 +87,19 @@ def test_upgrades_an_old_database_keeping_its_rows(tmp_path):
         assert conn.exec_driver_sql("select count(*) from cachedresponse").fetchall() == [(0,)]
 
 
-def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes):
+@pytest.mark.parametrize("counted_by", ["triggers", "recorder"])
+def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes, counted_by):
+    """SQLite keeps the counters with triggers; other databases (PostgreSQL) get the recorder's UPDATE,
+    exercised here on SQLite with the triggers dropped (the recorder sees they are missing)."""
     url = f"sqlite:///{tmp_path / 'h.db'}"
     outcomes[1].status, outcomes[2].status, outcomes[3].status = "failed", "error", "skipped"
     outcomes[0].cache_writes = [{"key": "k1", "model_id": "m/one", "raw_response": "{}", "prompt_tokens": 1,
                                  "completion_tokens": 1, "cost_usd": 0.01, "latency_ms": 5.0}]
+    if counted_by == "recorder":
+        upgrade(url)
+        with make_engine(url).begin() as conn:
+            conn.exec_driver_sql("drop trigger result_counts_after_insert")
+            conn.exec_driver_sql("drop trigger result_counts_after_delete")
     for session_id in ("s1", "s2"):
         recorder = Recorder(url, session_id)
         for outcome in outcomes:
@@ -124,8 +132,14 @@ def test_a_changed_component_adds_a_row_and_old_results_keep_theirs(tmp_path, ou
     assert [r.condition_id for r in results] == [conditions[0].id, conditions[1].id]
 
 
-def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes):
+@pytest.mark.parametrize("counted_by", ["triggers", "recorder"])
+def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes, counted_by):
     url = f"sqlite:///{tmp_path / 'h.db'}"
+    if counted_by == "recorder":
+        upgrade(url)
+        with make_engine(url).begin() as conn:
+            conn.exec_driver_sql("drop trigger result_counts_after_insert")
+            conn.exec_driver_sql("drop trigger result_counts_after_delete")
     first = Recorder(url, "s1")
     errored = copy.deepcopy(outcomes[0])
     errored.status = "error"
@@ -140,6 +154,7 @@ def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes):
         rows = session.exec(select(Result)).all()
     assert [r.status for r in rows] == ["passed"]
     assert (run.status, run.passed_tests, run.error_tests, run.total_tests) == ("completed", 1, 0, 1)
+    assert run.cost_usd == pytest.approx(0.02)  # the replaced answer was paid for: its cost stays
 
 
 def test_unusable_database_is_a_storage_error(tmp_path):
