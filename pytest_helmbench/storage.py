@@ -7,6 +7,7 @@ always agree with the rows and a crash loses nothing that finished.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 # The newest migration in migrations/versions (a test keeps the two equal). A database stamped with
 # it needs no migration, so a run opens it without importing Alembic.
 SCHEMA_HEAD = "0003"
+CACHE_BATCH = 32
+CACHE_BATCH_SECONDS = 2.0
 
 
 class StorageError(HelmbenchError):
@@ -165,6 +168,13 @@ class Recorder:
         self._scenarios: dict[tuple[Any, ...], tuple[int, int]] = {}  # (benchmark id, scenario id) per exact content
         self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
         self._conn: Connection | None = None
+        # Fresh answers for the response cache are written with every CACHE_BATCH-th Result (or after
+        # CACHE_BATCH_SECONDS), in that Result's transaction, and at finish: one statement per Result
+        # fewer. A kill -9 loses at most that batch of cache entries, never a Result: a resume still
+        # pays for nothing twice (it goes by the Results), a fresh rerun may ask those few again.
+        self._pending_cache: list[dict[str, Any]] = []
+        self._cache_written = 0
+        self._cache_flushed = time.monotonic()
         # SQLite keeps a run's counters with triggers (tables.RUN_COUNTER_TRIGGERS); other databases
         # get them from one UPDATE per Result.
         self._counted_by_triggers = _has_counter_triggers(self.engine)
@@ -325,6 +335,7 @@ class Recorder:
                     self._write(session, run, outcome, ids)
                     session.commit()
             written = (run.id, outcome.case_code, outcome.repeat)
+            del self._pending_cache[:self._cache_written]  # committed with this Result
             run_id = run.id
         except SQLAlchemyError as exc:
             self._forget()
@@ -332,6 +343,8 @@ class Recorder:
         except BaseException:
             self._forget()
             raise
+        finally:
+            self._cache_written = 0
         self._written.add(written)
         self._run_rows[outcome.model] = run
         self.runs.setdefault(outcome.model, run_id)
@@ -344,7 +357,9 @@ class Recorder:
         if not self._counted_by_triggers:
             _count(run, outcome)
             db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": run.counts[name] for name in COUNTERS}})
-        self._store_cache(db, outcome.cache_writes)
+        self._pending_cache.extend(outcome.cache_writes)
+        if len(self._pending_cache) >= CACHE_BATCH or time.monotonic() - self._cache_flushed >= CACHE_BATCH_SECONDS:
+            self._store_cache(db, self._pending_cache)
 
     def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> None:
         earlier = session.exec(select(Result).where(
@@ -356,7 +371,11 @@ class Recorder:
         session.flush()
 
     def _store_cache(self, db: Session | Connection, entries: list[dict[str, Any]]) -> None:
-        """A fresh answer replaces any older entry of its key (one that expired, or was not read)."""
+        """A fresh answer replaces any older entry of its key (one that expired, or was not read).
+
+        Called with the pending entries, inside a Result's transaction; they are dropped from the
+        pending list only once that transaction commits (see record)."""
+        self._cache_flushed = time.monotonic()
         if not entries:
             return
         fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
@@ -366,10 +385,14 @@ class Recorder:
         else:
             db.execute(_DELETE_CACHED, {"keys": list(fresh)})
             db.execute(_INSERT_CACHED, list(fresh.values()))
+        self._cache_written = len(entries)
 
     def finish(self, statuses: dict[str, str]) -> None:
-        """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model)."""
+        """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model); write
+        the cache entries still pending."""
         with Session(self.engine) as session:
+            self._store_cache(session, self._pending_cache)
+            self._cache_written = 0
             for model, run_id in self.runs.items():
                 run = session.get(EvaluationRun, run_id)
                 if run is not None:
@@ -377,6 +400,7 @@ class Recorder:
                     run.finished_at = utcnow()
                     session.add(run)
             session.commit()
+        self._pending_cache.clear()
 
 
 def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:

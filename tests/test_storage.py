@@ -164,3 +164,29 @@ def test_unusable_database_is_a_storage_error(tmp_path):
     (tmp_path / "db-is-a-folder.db").mkdir()
     with pytest.raises(StorageError, match="cannot migrate the database .*db-is-a-folder.db: OperationalError"):
         upgrade(f"sqlite:///{tmp_path / 'db-is-a-folder.db'}")
+
+
+def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(tmp_path, outcomes, monkeypatch):
+    """One cache statement per CACHE_BATCH Results, inside a Result's transaction; finish writes the rest."""
+    from pytest_helmbench import storage
+    from pytest_helmbench.storage import CACHE_BATCH
+
+    monkeypatch.setattr(storage, "CACHE_BATCH_SECONDS", 3600.0)  # only the count triggers a batch here
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    recorder = Recorder(url, "s1")
+    total = CACHE_BATCH + 5
+    for i in range(total):
+        outcome = copy.deepcopy(outcomes[i % len(outcomes)])
+        outcome.case_code, outcome.repeat = f"{outcome.case_code}-{i}", i
+        outcome.cache_writes = [{"key": f"k{i}", "model_id": "m/one", "raw_response": "{}", "prompt_tokens": 1,
+                                 "completion_tokens": 1, "cost_usd": 0.01, "latency_ms": 5.0}]
+        recorder.record(outcome, {})
+
+    def cached() -> int:
+        with Session(make_engine(url)) as session:
+            return len(session.exec(select(CachedResponse)).all())
+
+    assert cached() == CACHE_BATCH  # the batch went in with the CACHE_BATCH-th Result
+    recorder.finish({"m/one": "completed"})
+    recorder.close()
+    assert cached() == total
