@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 import typer
@@ -17,6 +17,9 @@ from .loader import BenchmarkLoader, Scenario
 from .prompt import compose
 from .storage import StorageError, make_engine, safe_url, upgrade
 from .tables import LLM, EvaluationRun
+
+if TYPE_CHECKING:
+    import sqlalchemy.engine
 
 app = typer.Typer(help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)

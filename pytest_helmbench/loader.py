@@ -10,8 +10,8 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +187,7 @@ def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        raise BenchmarkError(path, f"'{key}' must map each code to a mapping of fields", fix=f"see the README's benchmark.yml schema")
+        raise BenchmarkError(path, f"'{key}' must map each code to a mapping of fields", fix="see the README's benchmark.yml schema")
     return {str(k): v for k, v in value.items()}
 
 

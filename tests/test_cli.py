@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pytest_helmbench.cli import app
-from tests.benchfiles import write, write_benchmark, write_scenario
+from tests.benchfiles import write, write_benchmark
 from tests.openrouter_server import Reply
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchfiles import API_KEY, write, write_benchmark, write_scenario
-from tests.openrouter_server import FakeOpenRouter, Reply
+from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
