@@ -22,7 +22,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 from .errors import HelmbenchError
 from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
 from .tables import (
-    LLM, CachedResponse, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
+    LLM, RUN_COUNTER_TRIGGERS, CachedResponse, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
     ScenarioConditionLink, ScenarioUserContextLink, UserContext, utcnow,
 )
 from .loader import content_hash
@@ -129,7 +129,7 @@ def _has_counter_triggers(engine: Engine) -> bool:
         return False
     with engine.connect() as connection:
         names = set(connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars())
-    return {"result_counts_after_insert", "result_counts_after_delete"} <= names
+    return set(RUN_COUNTER_TRIGGERS) <= names
 
 
 def _schema_state(connection: Connection) -> str:

@@ -190,8 +190,8 @@ class CachedResponse(SQLModel, table=True):
 # deletes (a resumed run replaces a case's earlier Result); cost and tokens only grow: what was paid
 # stays paid. Migration 0003 adds the same triggers to an existing database (a test compares them).
 # Other databases get the counters from the recorder's UPDATE.
-RUN_COUNTER_TRIGGERS = (
-    """CREATE TRIGGER result_counts_after_insert AFTER INSERT ON result
+RUN_COUNTER_TRIGGERS = {
+    "result_counts_after_insert": """CREATE TRIGGER result_counts_after_insert AFTER INSERT ON result
 BEGIN
     UPDATE evaluationrun SET
         passed_tests = passed_tests + (NEW.status = 'passed'),
@@ -205,7 +205,7 @@ BEGIN
         completion_tokens = completion_tokens + COALESCE(NEW.completion_tokens, 0)
     WHERE id = NEW.run_id;
 END""",
-    """CREATE TRIGGER result_counts_after_delete AFTER DELETE ON result
+    "result_counts_after_delete": """CREATE TRIGGER result_counts_after_delete AFTER DELETE ON result
 BEGIN
     UPDATE evaluationrun SET
         passed_tests = passed_tests - (OLD.status = 'passed'),
@@ -215,7 +215,7 @@ BEGIN
         total_tests = total_tests - (OLD.status IN ('passed', 'failed'))
     WHERE id = OLD.run_id;
 END""",
-)
-for _trigger in RUN_COUNTER_TRIGGERS:
+}
+for _trigger in RUN_COUNTER_TRIGGERS.values():
     event.listen(Result.__table__, "after_create", DDL(_trigger).execute_if(dialect="sqlite"))  # type: ignore[attr-defined]
 
