@@ -11,7 +11,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import check, helm_env, median, run_pytest, write_bare_project, write_project
+from common import check, helm_env, median, run_pytest, write_projects
 
 TARGET_MB = 400.0
 
@@ -23,13 +23,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="helmbench-bench-") as tmp:
         folder = Path(tmp)
-        cases = write_project(folder / "helm", args.cases // 100)
-        bare = folder / "bare"
-        write_bare_project(bare, cases)
+        helm_dir, bare, cases = write_projects(folder, args.cases // 100)
         env = helm_env("http://127.0.0.1:9/api/v1")  # never contacted: collection sends nothing
         plain, plain_plugin, helm = [], [], []
         for _ in range(args.repeats):
-            for target, cwd, extra in ((plain, bare, ["-p", "no:helmbench"]), (plain_plugin, bare, []), (helm, folder / "helm", ["benchmark"])):
+            for target, cwd, extra in ((plain, bare, ["-p", "no:helmbench"]), (plain_plugin, bare, []), (helm, helm_dir, ["benchmark"])):
                 timed = run_pytest(cwd, ["--collect-only", "-q", *extra], env)
                 check(timed, "collection")
                 if f"{cases} tests collected" not in timed.tail:

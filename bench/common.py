@@ -72,6 +72,14 @@ def write_project(folder: Path, scenarios: int) -> int:
     return write_benchmark(folder / "benchmark", scenarios=scenarios)
 
 
+def write_projects(folder: Path, scenarios: int) -> tuple[Path, Path, int]:
+    """The HELMBench project and the bare project with as many trivial tests: (helm, bare, cases)."""
+    helm, bare = folder / "helm", folder / "bare"
+    cases = write_project(helm, scenarios)
+    write_bare_project(bare, cases)
+    return helm, bare, cases
+
+
 class Server:
     """tests/openrouter_server.py as a subprocess (its own interpreter: it never competes for our GIL)."""
 

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import Server, check, helm_env, median, run_pytest, write_bare_project, write_project
+from common import Server, check, helm_env, median, run_pytest, write_projects
 
 TARGET_MS = 2.0
 
@@ -27,9 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="helmbench-bench-") as tmp:
         folder = Path(tmp)
-        cases = write_project(folder / "helm", args.cases // 100)
-        bare = folder / "bare"
-        write_bare_project(bare, cases)
+        helm_dir, bare, cases = write_projects(folder, args.cases // 100)
         bare_times, helm_times = [], []
         with Server() as server:
             env = helm_env(server.base_url)
@@ -38,8 +36,8 @@ def main() -> None:
                 check(timed, "bare pytest")
                 bare_times.append(timed.seconds)
                 db = folder / f"run{attempt}.db"
-                timed = run_pytest(folder / "helm", ["benchmark", "-q", f"--helmbench-db=sqlite:///{db}",
-                                                     f"--helmbench-concurrency={args.concurrency}"], env)
+                timed = run_pytest(helm_dir, ["benchmark", "-q", f"--helmbench-db=sqlite:///{db}",
+                                                f"--helmbench-concurrency={args.concurrency}"], env)
                 check(timed, "HELMBench run")
                 helm_times.append(timed.seconds)
             requests = server.stop()
