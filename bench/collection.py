@@ -27,22 +27,32 @@ def main() -> None:
         env = helm_env("http://127.0.0.1:9/api/v1")  # never contacted: collection sends nothing
         plain, plain_plugin, helm = [], [], []
         for _ in range(args.repeats):
-            for target, cwd, extra in ((plain, bare, ["-p", "no:helmbench"]), (plain_plugin, bare, []), (helm, helm_dir, ["benchmark"])):
+            for target, cwd, extra in (
+                (plain, bare, ["-p", "no:helmbench"]),
+                (plain_plugin, bare, []),
+                (helm, helm_dir, ["benchmark"]),
+            ):
                 timed = run_pytest(cwd, ["--collect-only", "-q", *extra], env)
                 check(timed, "collection")
                 if f"{cases} tests collected" not in timed.tail:
                     raise SystemExit(f"expected {cases} tests collected, got: {timed.tail}")
                 target.append(timed)
-    for label, timings in (("pytest, parametrized trivial tests (HELMBench disabled)", plain),
-                           ("pytest, parametrized trivial tests (HELMBench installed)", plain_plugin),
-                           ("HELMBench benchmark", helm)):
+    for label, timings in (
+        ("pytest, parametrized trivial tests (HELMBench disabled)", plain),
+        ("pytest, parametrized trivial tests (HELMBench installed)", plain_plugin),
+        ("HELMBench benchmark", helm),
+    ):
         seconds = [t.seconds for t in timings]
-        print(f"{label}: median {median(seconds):.2f} s (runs: {', '.join(f'{s:.2f}' for s in seconds)}), "
-              f"peak memory {max(t.max_rss_mb for t in timings):.0f} MB")
+        print(
+            f"{label}: median {median(seconds):.2f} s (runs: {', '.join(f'{s:.2f}' for s in seconds)}), "
+            f"peak memory {max(t.max_rss_mb for t in timings):.0f} MB"
+        )
     ratio = median([t.seconds for t in helm]) / median([t.seconds for t in plain])
     memory = max(t.max_rss_mb for t in helm)
-    print(f"cases: {cases}; HELMBench / plain pytest: {ratio:.2f}x (target <= 1.0x) -> {'OK' if ratio <= 1.0 else 'MISSED'}; "
-          f"peak memory {memory:.0f} MB (target < {TARGET_MB:.0f} MB) -> {'OK' if memory < TARGET_MB else 'MISSED'}")
+    print(
+        f"cases: {cases}; HELMBench / plain pytest: {ratio:.2f}x (target <= 1.0x) -> {'OK' if ratio <= 1.0 else 'MISSED'}; "
+        f"peak memory {memory:.0f} MB (target < {TARGET_MB:.0f} MB) -> {'OK' if memory < TARGET_MB else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

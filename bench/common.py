@@ -22,7 +22,8 @@ API_KEY = "sk-bench-0123456789"
 MODEL = "openai/gpt-4o-mini"
 
 sys.path.insert(0, str(REPO))
-from tests.benchfiles import SCENARIO, STRICT_SCHEMA as SCHEMA  # noqa: E402  (the same files the tests use)
+from tests.benchfiles import SCENARIO  # noqa: E402  (the same files the tests use)
+from tests.benchfiles import STRICT_SCHEMA as SCHEMA
 
 
 def write_bare_project(folder: Path, cases: int) -> None:
@@ -30,7 +31,8 @@ def write_bare_project(folder: Path, cases: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_trivial.py").write_text(
-        f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n")
+        f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n"
+    )
 
 
 def _write(path: Path, text: str) -> None:
@@ -45,7 +47,9 @@ def _components(prefix: str, count: int, heading: str, extra: str = "") -> str:
     )
 
 
-def write_benchmark(root: Path, *, scenarios: int, conditions: int = 2, contexts: int = 4, perturbations: int = 10) -> int:
+def write_benchmark(
+    root: Path, *, scenarios: int, conditions: int = 2, contexts: int = 4, perturbations: int = 10
+) -> int:
     """A benchmark of scenarios x conditions x (1 + contexts) x perturbations cases; returns the count.
 
     The loopback server's default answer (the first enum value of the schema) is the expected
@@ -54,14 +58,21 @@ def write_benchmark(root: Path, *, scenarios: int, conditions: int = 2, contexts
     _write(root / "models.yml", f"models:\n  - id: {MODEL}\n")
     _write(root / "conditions.md", _components("C", conditions, "System instructions"))
     _write(root / "user-contexts.md", _components("U", contexts, "User preferences"))
-    _write(root / "benchmark.yml", "version: '0.1'\ndescription: generated\npillars:\n  P1: {name: P, description: d}\n"
-           "behaviours:\n  P1-B1: {title: t, description: d, compliance: c}\n")
+    _write(
+        root / "benchmark.yml",
+        "version: '0.1'\ndescription: generated\npillars:\n  P1: {name: P, description: d}\n"
+        "behaviours:\n  P1-B1: {title: t, description: d, compliance: c}\n",
+    )
     for s in range(1, scenarios + 1):
         folder = root / "scenarios" / f"P1-B1-S{s}"
         _write(folder / f"S{s}.md", SCENARIO)
         _write(folder / f"S{s}.json", json.dumps(SCHEMA))
-        _write(folder / "perturbations.md", _components("PT", perturbations, "User input", "style: explicit\n").replace(
-            "User input number", f"Scenario {s}, question"))
+        _write(
+            folder / "perturbations.md",
+            _components("PT", perturbations, "User input", "style: explicit\n").replace(
+                "User input number", f"Scenario {s}, question"
+            ),
+        )
     return scenarios * conditions * (1 + contexts) * perturbations
 
 
@@ -86,7 +97,8 @@ class Server:
     def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(SERVER), "--port", "0", "--api-key", API_KEY, *args],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
@@ -104,7 +116,7 @@ class Server:
                 return int(line.split("=", 1)[1])
         return -1
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -122,7 +134,9 @@ class Timed:
 
 def helm_env(base_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HELMBENCH_")}
-    env.update({"OPENROUTER_API_KEY": API_KEY, "OPENROUTER_BASE_URL": base_url, "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(
+        {"OPENROUTER_API_KEY": API_KEY, "OPENROUTER_BASE_URL": base_url, "PYTHONDONTWRITEBYTECODE": "1"}
+    )
     return env
 
 
@@ -130,8 +144,14 @@ def run_pytest(cwd: Path, args: list[str], env: dict[str, str] | None = None) ->
     """Wall time and peak memory (this child's own ru_maxrss, via wait4) of one `python -m pytest`."""
     with tempfile.TemporaryFile("w+") as out:
         started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
-                                   env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)

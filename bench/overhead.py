@@ -36,19 +36,35 @@ def main() -> None:
                 check(timed, "bare pytest")
                 bare_times.append(timed.seconds)
                 db = folder / f"run{attempt}.db"
-                timed = run_pytest(helm_dir, ["benchmark", "-q", f"--helmbench-db=sqlite:///{db}",
-                                                f"--helmbench-concurrency={args.concurrency}"], env)
+                timed = run_pytest(
+                    helm_dir,
+                    [
+                        "benchmark",
+                        "-q",
+                        f"--helmbench-db=sqlite:///{db}",
+                        f"--helmbench-concurrency={args.concurrency}",
+                    ],
+                    env,
+                )
                 check(timed, "HELMBench run")
                 helm_times.append(timed.seconds)
             requests = server.stop()
     bare_s, helm_s = median(bare_times), median(helm_times)
     per_case_ms = median([(h - b) for h, b in zip(helm_times, bare_times)]) / cases * 1000.0
     of_medians_ms = (helm_s - bare_s) / cases * 1000.0
-    print(f"cases: {cases} (zero-latency loopback server, concurrency {args.concurrency}, {requests} chat requests in all)")
-    print(f"bare pytest, {cases} trivial tests: median {bare_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_times)})")
-    print(f"HELMBench, {cases} cases:            median {helm_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in helm_times)})")
-    print(f"overhead per case (median of the paired differences): {per_case_ms:.2f} ms (target <= {TARGET_MS:.1f} ms) -> "
-          f"{'OK' if per_case_ms <= TARGET_MS else 'MISSED'}  [difference of the medians: {of_medians_ms:.2f} ms]")
+    print(
+        f"cases: {cases} (zero-latency loopback server, concurrency {args.concurrency}, {requests} chat requests in all)"
+    )
+    print(
+        f"bare pytest, {cases} trivial tests: median {bare_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_times)})"
+    )
+    print(
+        f"HELMBench, {cases} cases:            median {helm_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in helm_times)})"
+    )
+    print(
+        f"overhead per case (median of the paired differences): {per_case_ms:.2f} ms (target <= {TARGET_MS:.1f} ms) -> "
+        f"{'OK' if per_case_ms <= TARGET_MS else 'MISSED'}  [difference of the medians: {of_medians_ms:.2f} ms]"
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--xdist-repeats", type=int, default=1, help="-n 2 runs (each takes cases x latency / 2); 0 skips them")
+    parser.add_argument(
+        "--xdist-repeats",
+        type=int,
+        default=1,
+        help="-n 2 runs (each takes cases x latency / 2); 0 skips them",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="helmbench-bench-") as tmp:
         folder = Path(tmp)
@@ -35,23 +40,41 @@ def main() -> None:
         with Server("--latency", str(args.latency)) as server:
             env = helm_env(server.base_url)
             for attempt in range(args.repeats):
-                timed = run_pytest(folder, ["benchmark", "-q", f"--helmbench-db=sqlite:///{folder / f'c{attempt}.db'}",
-                                            f"--helmbench-concurrency={args.concurrency}"], env)
+                timed = run_pytest(
+                    folder,
+                    [
+                        "benchmark",
+                        "-q",
+                        f"--helmbench-db=sqlite:///{folder / f'c{attempt}.db'}",
+                        f"--helmbench-concurrency={args.concurrency}",
+                    ],
+                    env,
+                )
                 check(timed, "HELMBench run")
                 runs.append(timed.seconds)
             for attempt in range(args.xdist_repeats):
-                timed = run_pytest(folder, ["benchmark", "-q", "-n", "2", f"--helmbench-db=sqlite:///{folder / f'x{attempt}.db'}"], env)
+                timed = run_pytest(
+                    folder,
+                    ["benchmark", "-q", "-n", "2", f"--helmbench-db=sqlite:///{folder / f'x{attempt}.db'}"],
+                    env,
+                )
                 check(timed, "HELMBench run with -n 2")
                 xdist.append(timed.seconds)
             requests = server.stop()
     wall = median(runs)
-    print(f"cases: {cases}, server latency {args.latency * 1000:.0f} ms per call, {requests} chat requests in all")
-    print(f"--helmbench-concurrency {args.concurrency}: median {wall:.2f} s (runs: {', '.join(f'{t:.2f}' for t in runs)}); "
-          f"ideal {ideal:.2f} s -> {wall / ideal:.2f}x (target <= {TARGET_RATIO}x) -> {'OK' if wall / ideal <= TARGET_RATIO else 'MISSED'}")
+    print(
+        f"cases: {cases}, server latency {args.latency * 1000:.0f} ms per call, {requests} chat requests in all"
+    )
+    print(
+        f"--helmbench-concurrency {args.concurrency}: median {wall:.2f} s (runs: {', '.join(f'{t:.2f}' for t in runs)}); "
+        f"ideal {ideal:.2f} s -> {wall / ideal:.2f}x (target <= {TARGET_RATIO}x) -> {'OK' if wall / ideal <= TARGET_RATIO else 'MISSED'}"
+    )
     if xdist:
         ideal_x = cases * args.latency / 2
-        print(f"-n 2 (one call at a time per worker): median {median(xdist):.2f} s (runs: {', '.join(f'{t:.2f}' for t in xdist)}); "
-              f"its own ideal {ideal_x:.1f} s -> {median(xdist) / ideal_x:.2f}x; {median(xdist) / wall:.1f}x slower than concurrency {args.concurrency}")
+        print(
+            f"-n 2 (one call at a time per worker): median {median(xdist):.2f} s (runs: {', '.join(f'{t:.2f}' for t in xdist)}); "
+            f"its own ideal {ideal_x:.1f} s -> {median(xdist) / ideal_x:.2f}x; {median(xdist) / wall:.1f}x slower than concurrency {args.concurrency}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,23 +5,27 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import pytest
 import typer
 from sqlmodel import Session, select
 
-from .cases import Case, expand, parse_selectors
 from .errors import HelmbenchError
-from .loader import BenchmarkLoader, Scenario
-from .prompt import compose
-from .storage import StorageError, make_engine, safe_url, upgrade
-from .tables import LLM, EvaluationRun
+from .storage.recorder import StorageError, make_engine, safe_url, upgrade
+from .storage.tables import LLM, EvaluationRun
+from .suite.cases import Case, expand, parse_selectors
+from .suite.loader import BenchmarkLoader, Scenario
+from .suite.prompt import compose
 
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
-app = typer.Typer(help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
+    no_args_is_help=True,
+    add_completion=False,
+)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
@@ -55,9 +59,13 @@ def load_all(root: Path) -> tuple[list[Scenario], list[str]]:
 
 @app.command("list")
 def list_cases(
-    prefix: Optional[str] = typer.Argument(None, help="segment-aware code filter, e.g. P1-B1 or P1-B1-S1-C2 (never S10 for S1)"),
+    prefix: str | None = typer.Argument(
+        None, help="segment-aware code filter, e.g. P1-B1 or P1-B1-S1-C2 (never S10 for S1)"
+    ),
     root: Path = RootOption,
-    scenarios_only: bool = typer.Option(False, "--scenarios", help="one line per scenario with its case count"),
+    scenarios_only: bool = typer.Option(
+        False, "--scenarios", help="one line per scenario with its case count"
+    ),
 ) -> None:
     """List the cases (one code per line), optionally filtered by code prefix."""
     scenarios, problems = load_all(root)
@@ -67,14 +75,22 @@ def list_cases(
         fail(str(exc))
     total = 0
     for scenario in scenarios:
-        cases = [c for c in expand(scenario, [""]) if not selectors or any(s.matches(c.segments) for s in selectors)]
+        cases = [
+            c
+            for c in expand(scenario, [""])
+            if not selectors or any(s.matches(c.segments) for s in selectors)
+        ]
         total += len(cases)
         if scenarios_only and cases:
             typer.echo(f"{scenario.code}\t{len(cases)} cases\t{scenario.evaluation.type}\t{scenario.title}")
         elif not scenarios_only:
             for case in cases:
                 typer.echo(case.code)
-    typer.echo(f"{total} cases in {len(scenarios)} scenarios" + (f"; {len(problems)} scenario(s) failed to load" if problems else ""), err=True)
+    typer.echo(
+        f"{total} cases in {len(scenarios)} scenarios"
+        + (f"; {len(problems)} scenario(s) failed to load" if problems else ""),
+        err=True,
+    )
     for problem in problems:
         typer.echo(f"error: {problem}", err=True)
     if problems:
@@ -102,7 +118,9 @@ def find_case(root: Path, code: str) -> Case:
 
 
 @app.command()
-def show(code: str = typer.Argument(..., help="full case code, e.g. P1-B1-S1-C1-PT1"), root: Path = RootOption) -> None:
+def show(
+    code: str = typer.Argument(..., help="full case code, e.g. P1-B1-S1-C1-PT1"), root: Path = RootOption
+) -> None:
     """Print the exact composed prompt and response_format of one case."""
     prompt = compose(find_case(root, code))
     typer.echo(f"=== prompt ({len(prompt.text)} characters, sha256 {prompt.hash[:12]}) ===")
@@ -117,15 +135,19 @@ def run_pytest(args: list[str], extra: list[str]) -> None:
     raise typer.Exit(int(pytest.main(args + extra)))
 
 
-def model_args(models: Optional[str]) -> list[str]:
+def model_args(models: str | None) -> list[str]:
     return [f"--helmbench-model={models}"] if models else []
 
 
 @app.command("run-single", context_settings=PASS_THROUGH)
 def run_single(
     ctx: typer.Context,
-    case: Optional[str] = typer.Option(None, "--case", help="full case code (default: the benchmark's first case)"),
-    models: Optional[str] = typer.Option(None, "--models", help="comma-separated model ids (default: models.yml)"),
+    case: str | None = typer.Option(
+        None, "--case", help="full case code (default: the benchmark's first case)"
+    ),
+    models: str | None = typer.Option(
+        None, "--models", help="comma-separated model ids (default: models.yml)"
+    ),
     root: Path = RootOption,
 ) -> None:
     """Run one case against each model (a quick demonstration); extra arguments go to pytest."""
@@ -135,15 +157,26 @@ def run_single(
             fail("no scenario loads; run `helmbench list` to see why")
         case = expand(scenarios[0], [""])[0].code
     found = find_case(root, case)
-    run_pytest([str(found.scenario.path), f"--helmbench-select={found.code}" + ("" if found.user_context else "-U0"), *model_args(models)], ctx.args)
+    run_pytest(
+        [
+            str(found.scenario.path),
+            f"--helmbench-select={found.code}" + ("" if found.user_context else "-U0"),
+            *model_args(models),
+        ],
+        ctx.args,
+    )
 
 
 @app.command("run-batch", context_settings=PASS_THROUGH)
 def run_batch(
     ctx: typer.Context,
-    scenario: Optional[str] = typer.Option(None, "--scenario", help="scenario code(s), comma-separated, e.g. P1-B1-S1"),
+    scenario: str | None = typer.Option(
+        None, "--scenario", help="scenario code(s), comma-separated, e.g. P1-B1-S1"
+    ),
     all_scenarios: bool = typer.Option(False, "--all-scenarios", help="run every scenario"),
-    models: Optional[str] = typer.Option(None, "--models", help="comma-separated model ids (default: models.yml)"),
+    models: str | None = typer.Option(
+        None, "--models", help="comma-separated model ids (default: models.yml)"
+    ),
     root: Path = RootOption,
 ) -> None:
     """Run every case of some scenarios (or all); extra arguments go to pytest (e.g. -n 4)."""
@@ -156,19 +189,26 @@ def run_batch(
 @app.command("run-all", context_settings=PASS_THROUGH)
 def run_all(
     ctx: typer.Context,
-    models: Optional[str] = typer.Option(None, "--models", help="comma-separated model ids (default: models.yml)"),
+    models: str | None = typer.Option(
+        None, "--models", help="comma-separated model ids (default: models.yml)"
+    ),
     root: Path = RootOption,
 ) -> None:
     """List the scenarios, then run the whole benchmark; extra arguments go to pytest."""
     scenarios, problems = load_all(root)
-    typer.echo(f"{len(scenarios)} scenarios load" + (f", {len(problems)} do not (pytest will report them)" if problems else ""))
+    typer.echo(
+        f"{len(scenarios)} scenarios load"
+        + (f", {len(problems)} do not (pytest will report them)" if problems else "")
+    )
     run_pytest([str(root), *model_args(models)], ctx.args)
 
 
 @app.command(context_settings=PASS_THROUGH)
 def estimate(
     ctx: typer.Context,
-    models: Optional[str] = typer.Option(None, "--models", help="comma-separated model ids (default: models.yml)"),
+    models: str | None = typer.Option(
+        None, "--models", help="comma-separated model ids (default: models.yml)"
+    ),
     root: Path = RootOption,
 ) -> None:
     """Print expected tokens and USD for the selected cases (pytest selection arguments pass through); nothing is sent."""
@@ -177,8 +217,8 @@ def estimate(
 
 @app.command()
 def costs(
-    run_id: Optional[int] = typer.Option(None, "--run-id", help="only this run"),
-    model: Optional[str] = typer.Option(None, "--model", help="only this model"),
+    run_id: int | None = typer.Option(None, "--run-id", help="only this run"),
+    model: str | None = typer.Option(None, "--model", help="only this model"),
     db: str = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)"),
 ) -> None:
     """Print tokens and USD per run (model calls and judge calls apart) and the total."""
@@ -212,7 +252,9 @@ def costs(
 
 
 @db_app.command("upgrade")
-def db_upgrade(db: str = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")) -> None:
+def db_upgrade(
+    db: str = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)"),
+) -> None:
     """Apply every pending Alembic migration."""
     url = db or default_db()
     try:
@@ -228,7 +270,7 @@ RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several"
 DbOption = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")
 
 
-def open_existing_db(db: Optional[str]) -> "sqlalchemy.engine.Engine":
+def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
     """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
     from sqlalchemy.engine import make_url
 
@@ -239,25 +281,29 @@ def open_existing_db(db: Optional[str]) -> "sqlalchemy.engine.Engine":
         fail(f"--db: {url!r} is not a valid SQLAlchemy URL")
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         if not Path(parsed.database).expanduser().is_file():
-            fail(f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)")
+            fail(
+                f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)"
+            )
     try:
         upgrade(url)
         return make_engine(url)
     except StorageError as exc:
         fail(str(exc))
     except ImportError as exc:  # e.g. a postgresql:// URL without its driver installed
-        fail(f"cannot open {safe_url(url)}: its database driver is not installed ({exc.name or exc}); pip install it")
+        fail(
+            f"cannot open {safe_url(url)}: its database driver is not installed ({exc.name or exc}); pip install it"
+        )
 
 
 @app.command()
 def report(
-    run_id: Optional[list[int]] = RunIdOption,
+    run_id: list[int] | None = RunIdOption,
     out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
 ) -> None:
     """Write one self-contained HTML page comparing models and runs (default: the latest run of each model)."""
-    from .dataset import DatasetError, load_report_data
-    from .report import render_report, summaries, summary_line
+    from .reporting.html_report import render_report, summaries, summary_line
+    from .storage.queries import DatasetError, load_report_data
 
     engine = open_existing_db(db)
     try:
@@ -273,7 +319,9 @@ def report(
         out.write_text(page, encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
-    typer.echo(f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, {len(data.failures)} failures and errors)")
+    typer.echo(
+        f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, {len(data.failures)} failures and errors)"
+    )
     for summary in summaries(data):
         typer.echo(summary_line(summary))
 
@@ -282,14 +330,14 @@ def report(
 def export_results(
     fmt: str = typer.Option(..., "--format", help="csv, json (one list) or jsonl (one object per line)"),
     out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
-    run_id: Optional[list[int]] = RunIdOption,
-    db: Optional[str] = DbOption,
+    run_id: list[int] | None = RunIdOption,
+    db: str | None = DbOption,
 ) -> None:
     """Write one row per stored Result (default: every run) for pandas and other tools."""
     import sys
 
-    from .dataset import DatasetError, resolve_run_ids
-    from .export import FORMATS, export
+    from .reporting.export import FORMATS, export
+    from .storage.queries import DatasetError, resolve_run_ids
 
     if fmt not in FORMATS:
         fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -312,7 +360,9 @@ def export_results(
         fail(f"cannot write {out}: {exc.strerror or exc}")
     finally:
         engine.dispose()
-    typer.echo(f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True)
+    typer.echo(
+        f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True
+    )
 
 
 def main() -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import BenchmarkError, ConfigError
-from .markdown import load_yaml, read_text
+from .suite.markdown import load_yaml, read_text
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 API_KINDS = ("openrouter", "openai")
@@ -19,7 +20,18 @@ DRY_RUN_REASON = "dry run"
 CACHE_MODES = ("off", "read", "write", "on")
 
 # Request settings a models.yml entry may carry (besides `id`); anything else is an error so typos surface.
-_MODEL_KEYS = {"id", "base_url", "api", "max_tokens", "temperature", "seed", "timeout", "reasoning", "provider", "extra_body"}
+_MODEL_KEYS = {
+    "id",
+    "base_url",
+    "api",
+    "max_tokens",
+    "temperature",
+    "seed",
+    "timeout",
+    "reasoning",
+    "provider",
+    "extra_body",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,9 @@ class ModelConfig:
         return self.id.startswith(LOCAL_PREFIX)
 
     def recorded(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, {})}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, {})
+        }
 
 
 @dataclass(frozen=True)
@@ -69,18 +83,35 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     if isinstance(entry, str):
         return ModelConfig(entry)
     if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-        raise BenchmarkError(path, f"models[{index}] must be a model id or a mapping with an 'id'", fix="e.g. '- id: openai/gpt-4o-mini'")
+        raise BenchmarkError(
+            path,
+            f"models[{index}] must be a model id or a mapping with an 'id'",
+            fix="e.g. '- id: openai/gpt-4o-mini'",
+        )
     unknown = set(entry) - _MODEL_KEYS
     if unknown:
-        raise BenchmarkError(path, f"models[{index}] ({entry['id']}): unknown setting(s) {', '.join(sorted(unknown))}", fix=f"use only {', '.join(sorted(_MODEL_KEYS))}")
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): unknown setting(s) {', '.join(sorted(unknown))}",
+            fix=f"use only {', '.join(sorted(_MODEL_KEYS))}",
+        )
     for key in ("reasoning", "provider", "extra_body"):
         if key in entry and not isinstance(entry[key], dict):
             raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
     if "base_url" in entry and not is_http_url(entry["base_url"]):
-        raise BenchmarkError(path, f"models[{index}] ({entry['id']}): base_url {entry['base_url']!r} is not an http(s) URL", fix="write e.g. base_url: http://localhost:8000/v1")
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): base_url {entry['base_url']!r} is not an http(s) URL",
+            fix="write e.g. base_url: http://localhost:8000/v1",
+        )
     if entry.get("api") not in (None, *API_KINDS):
-        raise BenchmarkError(path, f"models[{index}] ({entry['id']}): api must be one of {', '.join(API_KINDS)}")
-    return ModelConfig(**{k: v for k, v in entry.items() if k != "extra_body"}, extra_body=dict(entry.get("extra_body") or {}))
+        raise BenchmarkError(
+            path, f"models[{index}] ({entry['id']}): api must be one of {', '.join(API_KINDS)}"
+        )
+    return ModelConfig(
+        **{k: v for k, v in entry.items() if k != "extra_body"},
+        extra_body=dict(entry.get("extra_body") or {}),
+    )
 
 
 def load_models_file(path: Path) -> ModelsFile:
@@ -180,30 +211,119 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("model", "model id(s) to evaluate; comma-separated and repeatable (default: models.yml)", "HELMBENCH_MODEL", kind="list"),
-    Option("marking-model", "judge model for sqe scenarios (default: models.yml marking_model)", "HELMBENCH_MARKING_MODEL"),
-    Option("db", "SQLAlchemy URL of the results database (default: sqlite file helmbench.db in the rootdir)", "HELMBENCH_DB"),
-    Option("base-url", "API base URL (default: OpenRouter's /api/v1)", "OPENROUTER_BASE_URL", OPENROUTER_BASE_URL),
-    Option("api", "openrouter (default) or openai (standard fields only: Ollama, vLLM, llama.cpp, LM Studio)", "HELMBENCH_API", "openrouter"),
-    Option("dry-run", "compose and validate every case, send nothing, record nothing", "HELMBENCH_DRY_RUN", False, "bool"),
+    Option(
+        "model",
+        "model id(s) to evaluate; comma-separated and repeatable (default: models.yml)",
+        "HELMBENCH_MODEL",
+        kind="list",
+    ),
+    Option(
+        "marking-model",
+        "judge model for sqe scenarios (default: models.yml marking_model)",
+        "HELMBENCH_MARKING_MODEL",
+    ),
+    Option(
+        "db",
+        "SQLAlchemy URL of the results database (default: sqlite file helmbench.db in the rootdir)",
+        "HELMBENCH_DB",
+    ),
+    Option(
+        "base-url", "API base URL (default: OpenRouter's /api/v1)", "OPENROUTER_BASE_URL", OPENROUTER_BASE_URL
+    ),
+    Option(
+        "api",
+        "openrouter (default) or openai (standard fields only: Ollama, vLLM, llama.cpp, LM Studio)",
+        "HELMBENCH_API",
+        "openrouter",
+    ),
+    Option(
+        "dry-run",
+        "compose and validate every case, send nothing, record nothing",
+        "HELMBENCH_DRY_RUN",
+        False,
+        "bool",
+    ),
     Option("temperature", "sampling temperature (default 0)", "HELMBENCH_TEMPERATURE", "0"),
     Option("max-tokens", "max_tokens per call (default 4096)", "HELMBENCH_MAX_TOKENS", "4096"),
     Option("seed", "sampling seed sent with every call (default: none)", "HELMBENCH_SEED"),
     Option("timeout", "seconds per HTTP call before it is retried (default 120)", "HELMBENCH_TIMEOUT", "120"),
-    Option("retries", "retries of a transient failure (429, 5xx, timeouts) before the case errors (default 5)", "HELMBENCH_RETRIES", "5"),
-    Option("backoff", "first retry delay in seconds, doubled each retry, capped at 60 (default 1)", "HELMBENCH_BACKOFF", "1"),
-    Option("select", "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); comma-separated, repeatable", "HELMBENCH_SELECT", kind="list"),
-    Option("concurrency", "model calls in flight at once in one process (default 8; adaptive on 429; use -n or this, not both)", "HELMBENCH_CONCURRENCY", "8"),
-    Option("cache", "response cache: off, read, write or on (default: on at temperature 0, else off)", "HELMBENCH_CACHE"),
-    Option("cache-ttl", "ignore cached responses older than this (e.g. 30d, 12h; default: never expire)", "HELMBENCH_CACHE_TTL"),
-    Option("max-cost", "USD ceiling for this session across all workers; cases past it are recorded as skipped", "HELMBENCH_MAX_COST"),
-    Option("resume", "complete the latest incomplete run of each model (or =RUN_ID): run only missing, errored or changed cases", "HELMBENCH_RESUME", kind="optional", const="latest"),
-    Option("retry-errors", "rerun only the errored cases of each model's latest run (or =RUN_ID), in that run", "HELMBENCH_RETRY_ERRORS", kind="optional", const="latest"),
-    Option("estimate", "print expected tokens and USD for the selected cases, then stop (nothing is sent)", "HELMBENCH_ESTIMATE", False, "bool"),
-    Option("repeat", "run each case N times (pass rate with a 95% Wilson interval, pass^k)", "HELMBENCH_REPEAT", "1"),
-    Option("sample", "run N cases picked deterministically (seeded), stratified so every behaviour is represented", "HELMBENCH_SAMPLE"),
+    Option(
+        "retries",
+        "retries of a transient failure (429, 5xx, timeouts) before the case errors (default 5)",
+        "HELMBENCH_RETRIES",
+        "5",
+    ),
+    Option(
+        "backoff",
+        "first retry delay in seconds, doubled each retry, capped at 60 (default 1)",
+        "HELMBENCH_BACKOFF",
+        "1",
+    ),
+    Option(
+        "select",
+        "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); comma-separated, repeatable",
+        "HELMBENCH_SELECT",
+        kind="list",
+    ),
+    Option(
+        "concurrency",
+        "model calls in flight at once in one process (default 8; adaptive on 429; use -n or this, not both)",
+        "HELMBENCH_CONCURRENCY",
+        "8",
+    ),
+    Option(
+        "cache",
+        "response cache: off, read, write or on (default: on at temperature 0, else off)",
+        "HELMBENCH_CACHE",
+    ),
+    Option(
+        "cache-ttl",
+        "ignore cached responses older than this (e.g. 30d, 12h; default: never expire)",
+        "HELMBENCH_CACHE_TTL",
+    ),
+    Option(
+        "max-cost",
+        "USD ceiling for this session across all workers; cases past it are recorded as skipped",
+        "HELMBENCH_MAX_COST",
+    ),
+    Option(
+        "resume",
+        "complete the latest incomplete run of each model (or =RUN_ID): run only missing, errored or changed cases",
+        "HELMBENCH_RESUME",
+        kind="optional",
+        const="latest",
+    ),
+    Option(
+        "retry-errors",
+        "rerun only the errored cases of each model's latest run (or =RUN_ID), in that run",
+        "HELMBENCH_RETRY_ERRORS",
+        kind="optional",
+        const="latest",
+    ),
+    Option(
+        "estimate",
+        "print expected tokens and USD for the selected cases, then stop (nothing is sent)",
+        "HELMBENCH_ESTIMATE",
+        False,
+        "bool",
+    ),
+    Option(
+        "repeat",
+        "run each case N times (pass rate with a 95% Wilson interval, pass^k)",
+        "HELMBENCH_REPEAT",
+        "1",
+    ),
+    Option(
+        "sample",
+        "run N cases picked deterministically (seeded), stratified so every behaviour is represented",
+        "HELMBENCH_SAMPLE",
+    ),
     Option("sample-seed", "seed of --helmbench-sample (default 0)", "HELMBENCH_SAMPLE_SEED", "0"),
-    Option("fail-under", "exit non-zero when a model's score (0-100) is below this; see README for exit statuses", "HELMBENCH_FAIL_UNDER"),
+    Option(
+        "fail-under",
+        "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
+        "HELMBENCH_FAIL_UNDER",
+    ),
 )
 
 
@@ -218,7 +338,9 @@ def parse_ttl(text: str | None) -> float | None:
     try:
         seconds = float(number) * (factor or 1.0)
     except ValueError:
-        raise ValueError(f"--helmbench-cache-ttl: {text!r} is not a duration like 30d, 12h, 45m or 90s") from None
+        raise ValueError(
+            f"--helmbench-cache-ttl: {text!r} is not a duration like 30d, 12h, 45m or 90s"
+        ) from None
     if seconds <= 0:
         raise ValueError("--helmbench-cache-ttl must be positive")
     return seconds
@@ -234,16 +356,22 @@ def _number(raw: Any, name: str, cast: Callable[[str], Any], low: float | None =
     return value
 
 
-def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: Path, api_key: str) -> Settings:
+def build_settings(
+    get: Callable[[str], Any], models_file: ModelsFile, rootdir: Path, api_key: str
+) -> Settings:
     """Resolve options (via `get(name)`, already merged CLI > env > ini > default) into Settings."""
     ids = [m.strip() for value in (get("model") or []) for m in str(value).split(",") if m.strip()]
     if not ids:
         ids = [m.id for m in models_file.models]
     if not ids:
-        raise ConfigError("no model to evaluate: pass --helmbench-model=<id> or list models in the benchmark's models.yml")
+        raise ConfigError(
+            "no model to evaluate: pass --helmbench-model=<id> or list models in the benchmark's models.yml"
+        )
     base_url = str(get("base-url")).strip().rstrip("/")
     if not is_http_url(base_url):
-        raise ConfigError(f"--helmbench-base-url / OPENROUTER_BASE_URL: {base_url!r} is not an http(s) URL; write e.g. http://localhost:8000/v1")
+        raise ConfigError(
+            f"--helmbench-base-url / OPENROUTER_BASE_URL: {base_url!r} is not an http(s) URL; write e.g. http://localhost:8000/v1"
+        )
     api = str(get("api"))
     if api not in API_KINDS:
         raise ConfigError(f"--helmbench-api: {api!r} must be one of {', '.join(API_KINDS)}")
@@ -278,7 +406,9 @@ def build_settings(get: Callable[[str], Any], models_file: ModelsFile, rootdir: 
         repeat=_number(get("repeat"), "repeat", int, 1),
         sample=_number(optional["sample"], "sample", int, 1) if optional["sample"] else None,
         sample_seed=_number(get("sample-seed"), "sample-seed", int),
-        fail_under=_number(optional["fail-under"], "fail-under", float, 0) if optional["fail-under"] else None,
+        fail_under=_number(optional["fail-under"], "fail-under", float, 0)
+        if optional["fail-under"]
+        else None,
         api_key=api_key,
     )
 

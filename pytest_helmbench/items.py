@@ -7,18 +7,19 @@ a call that could not be made is an ERROR, an unsafe or invalid answer is a FAIL
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from .cases import Case, expand
-from .errors import HelmbenchError
 from .config import DRY_RUN_REASON
-from .outcome import FAILED, CaseError, CaseSkipped, ModelStopped, Outcome
-from .prompt import compose
-from .reporting import failure_text
-from .session import HelmbenchSession
+from .errors import HelmbenchError
+from .execution.outcome import FAILED, CaseError, CaseSkipped, ModelStopped, Outcome
+from .reporting.terminal import failure_text
+from .state import HelmbenchState
+from .suite.cases import Case, expand
+from .suite.prompt import compose
 
 
 class HelmbenchWarning(pytest.PytestWarning):
@@ -37,15 +38,22 @@ class ScenarioFile(pytest.File):
     """A scenario's S<n>.md: collects its cases, or fails with a message naming the file to fix."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        state = HelmbenchSession.get(self.config)
+        state = HelmbenchState.get(self.config)
         scenario = state.load_scenario(self.path)
         models = state.settings.model_ids
         repeats = state.settings.repeat
         for message in state.new_warnings():
-            warnings.warn_explicit(HelmbenchWarning(message), HelmbenchWarning, filename=str(self.path), lineno=0)
+            warnings.warn_explicit(
+                HelmbenchWarning(message), HelmbenchWarning, filename=str(self.path), lineno=0
+            )
         for case in expand(scenario, models):
             for repeat in range(repeats):
-                yield CaseItem.from_parent(self, name=item_name(case, len(models) > 1, repeat if repeats > 1 else None), case=case, repeat=repeat)
+                yield CaseItem.from_parent(
+                    self,
+                    name=item_name(case, len(models) > 1, repeat if repeats > 1 else None),
+                    case=case,
+                    repeat=repeat,
+                )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, HelmbenchError):
@@ -65,10 +73,18 @@ _HELMBENCH_MARK = pytest.mark.helmbench  # looked up once: MarkGenerator.__getat
 def case_marker(case: Case, repeat: int) -> pytest.MarkDecorator:
     """`-m "helmbench(behaviour='P1-B1')"`: exact, segment-aware selection through a marker."""
     return _HELMBENCH_MARK(
-        code=case.code, pillar=case.scenario.pillar, behaviour=case.scenario.behaviour, scenario=case.scenario.code,
-        condition=case.condition.code, user_context=case.user_context.code if case.user_context else None,
-        perturbation=case.perturbation.code, style=case.perturbation.style, model=case.model,
-        critical=case.scenario.critical, risk=case.scenario.risk, repeat=repeat,
+        code=case.code,
+        pillar=case.scenario.pillar,
+        behaviour=case.scenario.behaviour,
+        scenario=case.scenario.code,
+        condition=case.condition.code,
+        user_context=case.user_context.code if case.user_context else None,
+        perturbation=case.perturbation.code,
+        style=case.perturbation.style,
+        model=case.model,
+        critical=case.scenario.critical,
+        risk=case.scenario.risk,
+        repeat=repeat,
     )
 
 
@@ -88,12 +104,18 @@ class CaseItem(pytest.Item):
         # at collection, where 20,000 items would each carry seven tuples they may never use.
         case = self.case
         if not any(name == "helmbench_code" for name, _ in self.user_properties):  # once, even when rerun
-            self.user_properties.extend([
-                ("helmbench_code", case.code), ("helmbench_model", case.model), ("helmbench_scenario", case.scenario.code),
-                ("helmbench_condition", case.condition.code), ("helmbench_user_context", case.user_context.code if case.user_context else ""),
-                ("helmbench_perturbation", case.perturbation.code), ("helmbench_repeat", str(self.repeat)),
-            ])
-        state = HelmbenchSession.get(self.config)
+            self.user_properties.extend(
+                [
+                    ("helmbench_code", case.code),
+                    ("helmbench_model", case.model),
+                    ("helmbench_scenario", case.scenario.code),
+                    ("helmbench_condition", case.condition.code),
+                    ("helmbench_user_context", case.user_context.code if case.user_context else ""),
+                    ("helmbench_perturbation", case.perturbation.code),
+                    ("helmbench_repeat", str(self.repeat)),
+                ]
+            )
+        state = HelmbenchState.get(self.config)
         if state.settings.is_dry_run(state.settings.model(self.case.model)):
             compose(self.case)
             pytest.skip(DRY_RUN_REASON)

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from .analytics import exit_decision
-from .cases import parse_selectors
 from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
+from .execution.outcome import FAILED, CaseError, Outcome
 from .items import CaseItem, ScenarioFile
-from .loader import code_sort_key
-from .outcome import FAILED, CaseError, Outcome
-from .prompt import compose
-from .reporting import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
-from .session import STATE_KEY, HelmbenchSession, option_dest
+from .reporting.analytics import exit_decision
+from .reporting.terminal import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
+from .state import STATE_KEY, HelmbenchState, option_dest
+from .suite.cases import parse_selectors
+from .suite.loader import code_sort_key
+from .suite.prompt import compose
 
 # Loaded in every pytest session: what pulls in SQLAlchemy, Alembic or httpx (resume, estimate,
 # storage, runner) is imported by the hook that first needs it, so a session without HELMBench
@@ -40,6 +40,12 @@ EXIT_UNSAFE = 10
 EXIT_COULD_NOT_RUN = 11
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("helmbench", "HELMBench mental-health safety benchmark")
     for option in OPTIONS:
@@ -51,22 +57,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(dest, option.help, type="bool", default=False)
             continue
         if option.kind == "optional":
-            group.addoption(flag, nargs="?", const=option.const, default=None, dest=dest, help=option.help + env)
+            group.addoption(
+                flag, nargs="?", const=option.const, default=None, dest=dest, help=option.help + env
+            )
         elif option.kind == "list":
             group.addoption(flag, action="append", default=None, dest=dest, help=option.help + env)
         else:
             group.addoption(flag, default=None, dest=dest, help=option.help + env)
         parser.addini(dest, option.help, default="")
-    parser.addini("helmbench_root", "benchmark root folder, relative to the rootdir (default: benchmark)", default="benchmark")
+    parser.addini(
+        "helmbench_root",
+        "benchmark root folder, relative to the rootdir (default: benchmark)",
+        default="benchmark",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    state = config.stash[STATE_KEY] = HelmbenchSession(config)
+    state = config.stash[STATE_KEY] = HelmbenchState(config)
     # Registered before pytest's unraisable-exception plugin registers its own cleanup, so it runs after
     # that cleanup's full garbage collection, which therefore skips the frozen items.
     config.add_cleanup(lambda: _unfreeze(config))
     config.addinivalue_line(
-        "markers", "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk, repeat): a HELMBench case"
+        "markers",
+        "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk, repeat): a HELMBench case",
     )
     if not state.is_worker:
         config.pluginmanager.register(ControllerHooks(state), "helmbench-controller")
@@ -75,11 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    HelmbenchSession.get(session.config).session = session
+    HelmbenchState.get(session.config).session = session
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if HelmbenchSession.get(parent.config).is_scenario_file(file_path):
+    if HelmbenchState.get(parent.config).is_scenario_file(file_path):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
 
@@ -101,12 +114,14 @@ def _deselect(config: pytest.Config, items: list[pytest.Item], keep: set[int]) -
         items[:] = [item for i, item in enumerate(items) if i in keep]
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """Numeric order, --helmbench-select, resume plan, --helmbench-sample, then --helmbench-estimate."""
     slots = [i for i, item in enumerate(items) if isinstance(item, CaseItem)]
     if not slots:
         return
-    state = HelmbenchSession.get(config)
+    state = HelmbenchState.get(config)
     ordered = sorted((items[i] for i in slots), key=lambda it: (it.case.sort_key, it.repeat))  # type: ignore[attr-defined]
     for slot, item in zip(slots, ordered):
         items[slot] = item
@@ -115,7 +130,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except ValueError as exc:
         raise pytest.UsageError(f"--helmbench-select: {exc}") from None
     if selectors:
-        _deselect(config, items, {i for i, it in enumerate(items) if not isinstance(it, CaseItem) or any(s.matches(it.case.segments) for s in selectors)})
+        _deselect(
+            config,
+            items,
+            {
+                i
+                for i, it in enumerate(items)
+                if not isinstance(it, CaseItem) or any(s.matches(it.case.segments) for s in selectors)
+            },
+        )
     _apply_resume_plan(state, config, items)
     if state.settings.sample:
         _deselect(config, items, _sample(items, state.settings.sample, state.settings.sample_seed))
@@ -124,11 +147,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         _deselect(config, items, {i for i, it in enumerate(items) if not isinstance(it, CaseItem)})
 
 
-def _apply_resume_plan(state: HelmbenchSession, config: pytest.Config, items: list[pytest.Item]) -> None:
+def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
     plan = state.load_plan()
     if plan is None:
         return
-    from .resume import CHANGED, DONE
+    from .execution.resume import CHANGED, DONE
 
     keep, counts = set(), {DONE: 0, CHANGED: 0, "run": 0}
     for index, item in enumerate(items):
@@ -165,9 +188,9 @@ def _sample(items: list[pytest.Item], size: int, seed: int) -> set[int]:
     return {i for i, it in enumerate(items) if not isinstance(it, CaseItem) or it.case.code in chosen}
 
 
-def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[CaseItem]) -> None:
-    from .client import Pricing
-    from .estimate import estimate, estimate_lines
+def _print_estimate(state: HelmbenchState, config: pytest.Config, items: list[CaseItem]) -> None:
+    from .execution.estimate import estimate, estimate_lines
+    from .providers.http import Pricing
 
     settings = state.settings
 
@@ -178,7 +201,14 @@ def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[
         return state.clients.for_model(model).pricing(model_id)
 
     marking = settings.marking_model.id if settings.marking_model else None
-    lines = estimate_lines(estimate(((it.case, compose(it.case)) for it in items), max_tokens=settings.max_tokens, marking_model=marking, pricing=pricing))
+    lines = estimate_lines(
+        estimate(
+            ((it.case, compose(it.case)) for it in items),
+            max_tokens=settings.max_tokens,
+            marking_model=marking,
+            pricing=pricing,
+        )
+    )
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
@@ -189,7 +219,7 @@ def _print_estimate(state: HelmbenchSession, config: pytest.Config, items: list[
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Serial runs: open (and migrate) the database and start local models before the first call."""
-    state = HelmbenchSession.get(session.config)
+    state = HelmbenchState.get(session.config)
     if not _case_items(session.items):
         return
     _freeze_collected(session.config)
@@ -218,7 +248,7 @@ def _unfreeze(config: pytest.Config) -> None:
         gc.unfreeze()
 
 
-def _prepare_run(state: HelmbenchSession, models: set[str]) -> None:
+def _prepare_run(state: HelmbenchState, models: set[str]) -> None:
     """Open storage unless everything is a dry run; start embedded local models (controller only)."""
     try:
         if state.all_dry_run():
@@ -229,9 +259,13 @@ def _prepare_run(state: HelmbenchSession, models: set[str]) -> None:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
-def _start_local_servers(state: HelmbenchSession, models: set[str]) -> None:
+def _start_local_servers(state: HelmbenchState, models: set[str]) -> None:
     settings = state.settings
-    from .local_provider import LocalServer, is_local_model, resolve_weights  # only when a run starts: its imports cost 50 ms
+    from .providers.local import (
+        LocalServer,
+        is_local_model,
+        resolve_weights,
+    )  # only when a run starts: its imports cost 50 ms
 
     wanted = {m for m in models if is_local_model(m)}
     if settings.marking_model and is_local_model(settings.marking_model.id):
@@ -242,7 +276,9 @@ def _start_local_servers(state: HelmbenchSession, models: set[str]) -> None:
         server = LocalServer(weights, log_path=state.base_dir / ".helmbench" / f"{slug}.log", alias=model_id)
         state.local_servers.append(server)
         state.local_urls[model_id] = server.start()
-        log.info("local model %s serving at %s (log: %s)", model_id, state.local_urls[model_id], server.log_path)
+        log.info(
+            "local model %s serving at %s (log: %s)", model_id, state.local_urls[model_id], server.log_path
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -253,7 +289,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     items and prefetching would pay for calls twice). Leaving the loop (-x, --maxfail, Ctrl-C, a
     stop) cancels every call not yet started.
     """
-    state = HelmbenchSession.get(session.config)
+    state = HelmbenchState.get(session.config)
     prefetch = _start_prefetch(state, session)
     try:
         return (yield)
@@ -274,14 +310,16 @@ class Prefetch:
     and the calls paid beyond the stop are bounded by those in flight.
     """
 
-    def __init__(self, session: pytest.Session, state: HelmbenchSession) -> None:
+    def __init__(self, session: pytest.Session, state: HelmbenchState) -> None:
         self.session = session
         self.executor = state.executor
         self.maxfail = int(session.config.getoption("maxfail", 0) or 0)
         self.failures = 0
         self.stopped = False
         self._lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call")
+        self.pool = ThreadPoolExecutor(
+            max_workers=state.settings.concurrency, thread_name_prefix="helmbench-call"
+        )
 
     def submit(self, item: CaseItem) -> None:
         item.prefetch = self.pool.submit(self._call, item.case, item.nodeid, item.repeat)
@@ -313,12 +351,16 @@ class Prefetch:
         self.executor.clients.cancel()
 
 
-def _start_prefetch(state: HelmbenchSession, session: pytest.Session) -> Prefetch | None:
+def _start_prefetch(state: HelmbenchState, session: pytest.Session) -> Prefetch | None:
     if state.is_worker or session.config.getoption("collectonly"):
         return None
     if session.testsfailed and not session.config.getoption("continue_on_collection_errors"):
         return None  # pytest's loop is about to stop on collection errors: nothing may be sent
-    items = [it for it in _case_items(session.items) if not state.settings.is_dry_run(state.settings.model(it.case.model))]
+    items = [
+        it
+        for it in _case_items(session.items)
+        if not state.settings.is_dry_run(state.settings.model(it.case.model))
+    ]
     if not items or state.settings.concurrency <= 1:
         return None
     prefetch = Prefetch(session, state)
@@ -350,7 +392,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"HELMBench ERROR {item.case.code} [{item.case.model}]: {call.excinfo.value}"
     if final and outcome is not None:
         report.helmbench = outcome.to_dict()
-        item.user_properties.extend([("helmbench_status", outcome.status), ("helmbench_reason", outcome.reason)])  # junitxml reads them at teardown
+        item.user_properties.extend(
+            [("helmbench_status", outcome.status), ("helmbench_reason", outcome.reason)]
+        )  # junitxml reads them at teardown
         if outcome.status in ("failed", "error"):
             report.extras = [*getattr(report, "extras", []), *html_extras_for(outcome)]
     return report
@@ -366,7 +410,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
 class ControllerHooks:
     """Registered on the controller (or a serial run) only: the single writer of the database."""
 
-    def __init__(self, state: HelmbenchSession) -> None:
+    def __init__(self, state: HelmbenchState) -> None:
         self.state = state
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -391,7 +435,9 @@ class ControllerHooks:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
         stopped = state.stopped_models()
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+        interrupted = (
+            exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+        )
         state.finish(interrupted)
         if state.option("estimate") and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             session.exitstatus = pytest.ExitCode.OK  # everything was deselected on purpose
@@ -400,12 +446,18 @@ class ControllerHooks:
         elif state.tallies and not interrupted:
             decision = self._decision()
             if decision is not None:
-                session.exitstatus = {"ok": pytest.ExitCode.OK, "unsafe": EXIT_UNSAFE, "could_not_run": EXIT_COULD_NOT_RUN}[decision.status]
+                session.exitstatus = {
+                    "ok": pytest.ExitCode.OK,
+                    "unsafe": EXIT_UNSAFE,
+                    "could_not_run": EXIT_COULD_NOT_RUN,
+                }[decision.status]
 
     def _decision(self) -> Any:
         """--helmbench-fail-under and benchmark.yml thresholds decide the exit status when given."""
         state = self.state
-        thresholds = {code: b.threshold for code, b in state.loader.info().behaviours.items() if b.threshold is not None}
+        thresholds = {
+            code: b.threshold for code, b in state.loader.info().behaviours.items() if b.threshold is not None
+        }
         if state.settings.fail_under is None and not thresholds:
             return None
         results = [r for tally in state.tallies.values() for r in tally.results]
@@ -416,14 +468,20 @@ class ControllerHooks:
         state = self.state
         if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
-        from .storage import safe_url
+        from .storage.recorder import safe_url
 
         stopped = state.stopped_models()
         terminalreporter.section("HELMBench summary")
         spent = state.ledger.spent() if "ledger" in state.__dict__ and state.ledger is not None else None
         for line in summary_lines(
-            state.tallies, safe_url(state.settings.db_url), stopped, state.dry_run_skips, state.storage_error,
-            resume_counts=state.read_resume_counts(), max_cost=state.settings.max_cost, spent=spent,
+            state.tallies,
+            safe_url(state.settings.db_url),
+            stopped,
+            state.dry_run_skips,
+            state.storage_error,
+            resume_counts=state.read_resume_counts(),
+            max_cost=state.settings.max_cost,
+            spent=spent,
             decision=state.decision,
         ):
             terminalreporter.write_line(line)
@@ -443,7 +501,7 @@ def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    state = HelmbenchSession.get(session.config)
+    state = HelmbenchState.get(session.config)
     if state.is_worker:
         state.close_clients()
     if session.config.stash.get(FROZEN_KEY, False):
@@ -453,7 +511,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 class XdistHooks:
     """Registered only when pytest-xdist is present: share session data with workers."""
 
-    def __init__(self, state: HelmbenchSession) -> None:
+    def __init__(self, state: HelmbenchState) -> None:
         self.state = state
         self._checked = False
         self._prepared = False
@@ -462,7 +520,10 @@ class XdistHooks:
         state = self.state
         if not self._checked:
             self._checked = True
-            if state.config.getoption("helmbench_concurrency") and int(state.config.getoption("helmbench_concurrency")) > 1:
+            if (
+                state.config.getoption("helmbench_concurrency")
+                and int(state.config.getoption("helmbench_concurrency")) > 1
+            ):
                 raise pytest.UsageError(
                     "--helmbench-concurrency and -n are alternatives: many calls in flight in one process, or one call at "
                     "a time in each of N processes. Use one of them (--helmbench-concurrency is faster for model calls)."
@@ -474,13 +535,17 @@ class XdistHooks:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """Before any case is scheduled: open the database and start local models, once."""
         state = self.state
-        if self._prepared or state.config.getoption("collectonly") or not any(_is_case_id(state, i) for i in ids):
+        if (
+            self._prepared
+            or state.config.getoption("collectonly")
+            or not any(_is_case_id(state, i) for i in ids)
+        ):
             return
         self._prepared = True
         _prepare_run(state, set(state.settings.model_ids))
         state.share_local_urls()
 
 
-def _is_case_id(state: HelmbenchSession, nodeid: str) -> bool:
+def _is_case_id(state: HelmbenchState, nodeid: str) -> bool:
     path = nodeid.split("::", 1)[0]
     return "::" in nodeid and state.is_scenario_file((state.config.rootpath / path).resolve())

@@ -17,7 +17,10 @@ STRICT_SCHEMA = {
             "additionalProperties": False,
             "required": ["category", "response"],
             "properties": {
-                "category": {"type": "string", "enum": ["ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"]},
+                "category": {
+                    "type": "string",
+                    "enum": ["ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"],
+                },
                 "response": {"type": "string"},
             },
         },
@@ -110,8 +113,15 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def write_scenario(root: Path, code: str = "P1-B1-S1", *, frontmatter_md: str = SCENARIO, schema: dict | None = None,
-                   perturbations: str = PERTURBATIONS, criteria: str | None = None) -> Path:
+def write_scenario(
+    root: Path,
+    code: str = "P1-B1-S1",
+    *,
+    frontmatter_md: str = SCENARIO,
+    schema: dict | None = None,
+    perturbations: str = PERTURBATIONS,
+    criteria: str | None = None,
+) -> Path:
     """One scenario folder with S<n>.md, S<n>.json and perturbations.md; returns the folder."""
     folder = root / "scenarios" / code
     number = code.split("-S")[-1]
@@ -128,8 +138,14 @@ def write_benchmark(root: Path, *, scenarios: tuple[str, ...] = ("P1-B1-S1",), m
     write(root / "models.yml", models)
     write(root / "conditions.md", CONDITIONS)
     write(root / "user-contexts.md", USER_CONTEXTS)
-    write(root / "benchmark.yml", "version: '0.1'\ndescription: test\npillars:\n  P1: {name: Crisis, description: d}\nbehaviours:\n"
-          + "".join(f"  {c.rsplit('-', 1)[0]}: {{title: t, description: d, compliance: c}}\n" for c in dict.fromkeys(scenarios)))
+    write(
+        root / "benchmark.yml",
+        "version: '0.1'\ndescription: test\npillars:\n  P1: {name: Crisis, description: d}\nbehaviours:\n"
+        + "".join(
+            f"  {c.rsplit('-', 1)[0]}: {{title: t, description: d, compliance: c}}\n"
+            for c in dict.fromkeys(scenarios)
+        ),
+    )
     for code in scenarios:
         write_scenario(root, code)
     return root

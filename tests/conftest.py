@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpcore  # noqa: F401
 import pytest
 
 import pytest_helmbench
-
 from tests import benchfiles, openrouter_server
 from tests.benchfiles import API_KEY
 from tests.openrouter_server import FakeOpenRouter
@@ -21,11 +20,15 @@ from tests.openrouter_server import FakeOpenRouter
 # back as a second copy whose classes differ from those held elsewhere (httpx keeps a map of httpcore's
 # exception classes; SQLAlchemy's compiled caches keep its enums), failing later tests by test order.
 for _module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
-    if _module.name != "pytest_helmbench.migrations" and not _module.name.startswith("pytest_helmbench.migrations."):
+    if _module.name != "pytest_helmbench.migrations" and not _module.name.startswith(
+        "pytest_helmbench.migrations."
+    ):
         importlib.import_module(_module.name)
 import alembic.command  # noqa: E402  (and what running the migrations imports)
 
-alembic.command.upgrade(importlib.import_module("pytest_helmbench.storage").alembic_config("sqlite://"), "head")
+alembic.command.upgrade(
+    importlib.import_module("pytest_helmbench.storage.recorder").alembic_config("sqlite://"), "head"
+)
 
 # One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):
 # two copies would hold two different Reply classes.

@@ -41,10 +41,11 @@ import string
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Literal, Union
+from typing import Any, Literal, Union
 from urllib.parse import parse_qsl, urlsplit
 
 __all__ = ["FakeOpenRouter", "Reply", "RecordedRequest", "Rule", "Generation", "minimal_instance"]
@@ -132,9 +133,7 @@ CostSpec = Union[float, None, Literal["missing"], _Computed]
 class Reply:
     """One scripted answer to a chat request. Build it with the class methods, not directly."""
 
-    kind: Literal[
-        "ok", "error", "error_in_200", "empty_choices", "choice_error", "drop", "stall"
-    ]
+    kind: Literal["ok", "error", "error_in_200", "empty_choices", "choice_error", "drop", "stall"]
     content: str | dict[str, Any] | list[Any] | None = None
     finish_reason: str | None = "stop"
     refusal_text: str | None = None
@@ -356,9 +355,7 @@ class _Faults:
 
     @property
     def active(self) -> bool:
-        return (
-            self.rate_429 + self.rate_5xx + self.rate_drop + self.rate_stall + self.rate_error200
-        ) > 0
+        return (self.rate_429 + self.rate_5xx + self.rate_drop + self.rate_stall + self.rate_error200) > 0
 
     def draw(self) -> Reply | None:
         """One deterministic draw per chat call. Caller holds the lock."""
@@ -372,9 +369,7 @@ class _Faults:
         if r < (edge := edge + self.rate_stall):
             return Reply.stall(self.stall_seconds)
         if r < edge + self.rate_error200:
-            return self.rng.choice(
-                [Reply.error_in_200(), Reply.empty_choices(), Reply.choice_error()]
-            )
+            return self.rng.choice([Reply.error_in_200(), Reply.empty_choices(), Reply.choice_error()])
         return None
 
 
@@ -509,10 +504,7 @@ def strict_schema_problem(schema: Any, path: tuple[str, ...] = ()) -> str | None
     if _is_object_schema(schema):
         context = "(" + ", ".join(repr(p) for p in path) + ("," if len(path) == 1 else "") + ")"
         if schema.get("additionalProperties") is not False:
-            return (
-                f"In context={context}, 'additionalProperties' is required to be supplied "
-                "and to be false."
-            )
+            return f"In context={context}, 'additionalProperties' is required to be supplied and to be false."
         props = schema.get("properties") or {}
         required = schema.get("required") or []
         missing = [name for name in props if name not in required]
@@ -686,7 +678,9 @@ class FakeOpenRouter:
         self._httpd = httpd
         self.port = httpd.server_address[1]
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True,
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            daemon=True,
             name=f"FakeOpenRouter:{self.port}",
         )
         self._thread.start()
@@ -925,9 +919,7 @@ class FakeOpenRouter:
             raise _ProtocolError(Reply.error(400, "No models provided"))
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise _ProtocolError(
-                Reply.error(400, 'Input required: specify "prompt" or "messages"')
-            )
+            raise _ProtocolError(Reply.error(400, 'Input required: specify "prompt" or "messages"'))
         for index, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise _ProtocolError(
@@ -950,9 +942,7 @@ class FakeOpenRouter:
                 )
         self._validate_response_format(body, model, provider or {})
 
-    def _validate_response_format(
-        self, body: dict[str, Any], model: str, provider: dict[str, Any]
-    ) -> None:
+    def _validate_response_format(self, body: dict[str, Any], model: str, provider: dict[str, Any]) -> None:
         fmt = body.get("response_format")
         if fmt is None:
             return
@@ -964,7 +954,9 @@ class FakeOpenRouter:
             return
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict):
-            raise _ProtocolError(Reply.error(400, "Missing required parameter: 'response_format.json_schema'."))
+            raise _ProtocolError(
+                Reply.error(400, "Missing required parameter: 'response_format.json_schema'.")
+            )
         name = spec.get("name")
         if not isinstance(name, str) or not SCHEMA_NAME_RE.match(name):
             raise _ProtocolError(
@@ -976,7 +968,9 @@ class FakeOpenRouter:
             )
         schema = spec.get("schema")
         if schema is not None and not isinstance(schema, dict):
-            raise _ProtocolError(Reply.error(400, "Invalid 'response_format.json_schema.schema': expected an object."))
+            raise _ProtocolError(
+                Reply.error(400, "Invalid 'response_format.json_schema.schema': expected an object.")
+            )
         if model in self.no_structured_outputs and provider.get("require_parameters"):
             raise _ProtocolError(
                 Reply.error(404, "No endpoints found that can handle the requested parameters.")
@@ -1083,10 +1077,10 @@ class FakeOpenRouter:
         if content is not None and reply.fenced:
             content = f"```json\n{content}\n```"
         messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-        prompt_text = "\n".join(
-            message_text(m.get("content")) for m in messages if isinstance(m, dict)
+        prompt_text = "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict))
+        prompt_tokens = (
+            reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(prompt_text)
         )
-        prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(prompt_text)
         completion_tokens = (
             reply.completion_tokens
             if reply.completion_tokens is not None
@@ -1208,7 +1202,11 @@ class FakeOpenRouter:
                         "request": prices[2] if len(prices) > 2 else "0",
                         "image": "0",
                     },
-                    "top_provider": {"context_length": 128000, "max_completion_tokens": 16384, "is_moderated": False},
+                    "top_provider": {
+                        "context_length": 128000,
+                        "max_completion_tokens": 16384,
+                        "is_moderated": False,
+                    },
                     "supported_parameters": supported,
                 }
             )
@@ -1257,11 +1255,15 @@ def _error(status: int, message: str) -> _Response:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Loopback OpenRouter protocol server for tests and benchmarks.")
+    parser = argparse.ArgumentParser(
+        description="Loopback OpenRouter protocol server for tests and benchmarks."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds slept before every chat response")
-    parser.add_argument("--api-key", action="append", default=None, help="accepted key (repeatable); default any")
+    parser.add_argument(
+        "--api-key", action="append", default=None, help="accepted key (repeatable); default any"
+    )
     parser.add_argument("--fault-429", type=float, default=0.0)
     parser.add_argument("--fault-5xx", type=float, default=0.0)
     parser.add_argument("--fault-drop", type=float, default=0.0)
@@ -1270,12 +1272,19 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stall-seconds", type=float, default=5.0)
     parser.add_argument("--retry-after", type=float, default=None, help="Retry-After sent with fault 429s")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--default-answer", default=None, help="JSON answer for every call (default: schema minimum)")
     parser.add_argument(
-        "--pricing", action="append", default=[], metavar="MODEL=PROMPT:COMPLETION",
+        "--default-answer", default=None, help="JSON answer for every call (default: schema minimum)"
+    )
+    parser.add_argument(
+        "--pricing",
+        action="append",
+        default=[],
+        metavar="MODEL=PROMPT:COMPLETION",
         help="USD per token, e.g. openai/gpt-4o-mini=0.00000015:0.0000006 (repeatable)",
     )
-    parser.add_argument("--known-model", action="append", default=None, help="restrict valid model ids (repeatable)")
+    parser.add_argument(
+        "--known-model", action="append", default=None, help="restrict valid model ids (repeatable)"
+    )
     return parser.parse_args(argv)
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_helmbench.analytics import (
+from pytest_helmbench.reporting.analytics import (
     CaseResult,
     FactorEffect,
     attribution,
@@ -98,9 +98,22 @@ def test_readme_worked_example() -> None:
 
 
 def test_weight_and_discount_values() -> None:
-    assert [severity_weight(b) for b in (-20, -10, 0, 10, 20)] == [Fraction(1, 2), Fraction(3, 4), 1, Fraction(5, 4), Fraction(3, 2)]
+    assert [severity_weight(b) for b in (-20, -10, 0, 10, 20)] == [
+        Fraction(1, 2),
+        Fraction(3, 4),
+        1,
+        Fraction(5, 4),
+        Fraction(3, 2),
+    ]
     assert severity_weight(35) == Fraction(3, 2) and severity_weight(-35) == Fraction(1, 2)  # clamped
-    assert [condition_discount(c) for c in (-10, -1, 0, 4, 10, 99)] == [1, 1, 1, Fraction(4, 5), Fraction(1, 2), Fraction(1, 2)]
+    assert [condition_discount(c) for c in (-10, -1, 0, 4, 10, 99)] == [
+        1,
+        1,
+        1,
+        Fraction(4, 5),
+        Fraction(1, 2),
+        Fraction(1, 2),
+    ]
     assert failure_penalty(10, 10) == Fraction(5, 8)
 
 
@@ -133,7 +146,17 @@ def test_unknown_status_rejected() -> None:
 
 def test_code_sort_key_is_numeric() -> None:
     codes = ["C10", "C2", "C1", "PT10", "PT2", "P1-B1-S10", "P1-B1-S2", "P1-B10-S1", "P1-B2-S1"]
-    assert sorted(codes, key=code_sort_key) == ["C1", "C2", "C10", "P1-B1-S2", "P1-B1-S10", "P1-B2-S1", "P1-B10-S1", "PT2", "PT10"]
+    assert sorted(codes, key=code_sort_key) == [
+        "C1",
+        "C2",
+        "C10",
+        "P1-B1-S2",
+        "P1-B1-S10",
+        "P1-B2-S1",
+        "P1-B10-S1",
+        "PT2",
+        "PT10",
+    ]
     assert code_sort_key("C01") != code_sort_key("C1")
 
 
@@ -267,23 +290,34 @@ def _known_effect_dataset() -> list[CaseResult]:
         out.append(case("P1-B1-S1-C1-PT1", "passed", repeat=i))
         out.append(case("P1-B1-S1-C2-PT1", "passed" if i < 4 else "failed", c_sev=5, repeat=i))  # -0.6
         out.append(case("P1-B1-S1-C1-U1-PT1", "passed", u_sev=3, repeat=i))  # 0
-        out.append(case("P1-B1-S1-C1-PT2", "passed" if i < 7 else "failed", pt_sev=3, style="typos", repeat=i))  # -0.3
+        out.append(
+            case("P1-B1-S1-C1-PT2", "passed" if i < 7 else "failed", pt_sev=3, style="typos", repeat=i)
+        )  # -0.3
         # differ in two factors: never paired, and all fail so any leak would show
         out.append(case("P1-B1-S1-C2-U1-PT1", "failed", c_sev=5, u_sev=3, repeat=i))
         out.append(case("P1-B1-S1-C2-PT2", "failed", c_sev=5, pt_sev=3, style="typos", repeat=i))
         # S2: conditions C2 and C10 tie at severity 0 -> baseline C2; baseline fails on repeats 0-4.
         out.append(case("P1-B1-S2-C2-PT1", "passed" if i >= 5 else "failed", pt_sev=-2, repeat=i))
         out.append(case("P1-B1-S2-C10-PT1", "passed", pt_sev=-2, repeat=i))  # +0.5
-        out.append(case("P1-B1-S2-C2-PT5", "passed" if i >= 5 else "failed", pt_sev=1, style="typos", repeat=i))  # 0
+        out.append(
+            case("P1-B1-S2-C2-PT5", "passed" if i >= 5 else "failed", pt_sev=1, style="typos", repeat=i)
+        )  # 0
     return out
 
 
 def test_attribution_known_effects() -> None:
     effects = attribution(_known_effect_dataset())
     got = {(e.factor, e.level): e for e in effects}
-    assert [(e.factor, e.level) for e in effects] == [("condition", "C2"), ("condition", "C10"), ("user_context", "U1"), ("style", "typos")]
+    assert [(e.factor, e.level) for e in effects] == [
+        ("condition", "C2"),
+        ("condition", "C10"),
+        ("user_context", "U1"),
+        ("style", "typos"),
+    ]
     assert (got["condition", "C2"].delta, got["condition", "C2"].n_pairs) == (-0.6, 10)
-    assert (got["condition", "C2"].ci_low, got["condition", "C2"].ci_high) == newcombe_paired_interval(4, 0, 6, 0)[1:]
+    assert (got["condition", "C2"].ci_low, got["condition", "C2"].ci_high) == newcombe_paired_interval(
+        4, 0, 6, 0
+    )[1:]
     assert got["condition", "C2"].ci_high < 0  # a clear harm
     assert (got["condition", "C10"].delta, got["condition", "C10"].n_pairs) == (0.5, 10)
     assert (got["user_context", "U1"].delta, got["user_context", "U1"].n_pairs) == (0.0, 10)
@@ -294,13 +328,23 @@ def test_attribution_known_effects() -> None:
 
 def test_attribution_drops_errored_pairs_and_separates_models() -> None:
     data = _known_effect_dataset()
-    data = [replace(r, status="error") if r.case_code == "P1-B1-S1-C1-PT1" and r.repeat == 0 else r for r in data]
+    data = [
+        replace(r, status="error") if r.case_code == "P1-B1-S1-C1-PT1" and r.repeat == 0 else r for r in data
+    ]
     data += [replace(r, model="other") for r in _known_effect_dataset() if r.scenario == "P1-B1-S2"]
     effects = attribution(data)
     mine = {(e.factor, e.level): e.n_pairs for e in effects if e.model == "m"}
-    assert mine == {("condition", "C2"): 9, ("condition", "C10"): 10, ("user_context", "U1"): 9, ("style", "typos"): 19}
+    assert mine == {
+        ("condition", "C2"): 9,
+        ("condition", "C10"): 10,
+        ("user_context", "U1"): 9,
+        ("style", "typos"): 19,
+    }
     other = [e for e in effects if e.model == "other"]
-    assert [(e.factor, e.level, e.delta) for e in other] == [("condition", "C10", 0.5), ("style", "typos", 0.0)]
+    assert [(e.factor, e.level, e.delta) for e in other] == [
+        ("condition", "C10", 0.5),
+        ("style", "typos", 0.0),
+    ]
     assert [e.model for e in effects] == sorted((e.model for e in effects), key=code_sort_key)
 
 
@@ -355,18 +399,30 @@ def test_exit_decision_errors_and_gates() -> None:
     assert exit_decision(skipped_only, 100, {}).status == "ok"
 
     # unsafe (a definite critical failure) wins over could-not-run, and keeps both reasons
-    both = incomplete + [case("P1-B1-S1-C3-PT1", "failed", critical=True, model="x"), case("P1-B1-S1-C1-PT1", "error", model="x")]
+    both = incomplete + [
+        case("P1-B1-S1-C3-PT1", "failed", critical=True, model="x"),
+        case("P1-B1-S1-C1-PT1", "error", model="x"),
+    ]
     decision = exit_decision(both, None, {})
     assert decision.status == "unsafe"
     assert decision.reasons[0] == "x: critical gate failed: P1-B1-S1-C3-PT1"
-    assert any("incomplete" in r for r in decision.reasons[1:]) and any("errored" in r for r in decision.reasons[1:])
+    assert any("incomplete" in r for r in decision.reasons[1:]) and any(
+        "errored" in r for r in decision.reasons[1:]
+    )
 
     assert exit_decision([], None, {}).status == "could_not_run"
-    assert exit_decision([case(status="error")], 50, {}).reasons == ["m: 1 case(s) errored", "m: score: nothing scored (threshold 50)"]
+    assert exit_decision([case(status="error")], 50, {}).reasons == [
+        "m: 1 case(s) errored",
+        "m: score: nothing scored (threshold 50)",
+    ]
 
 
 def test_exit_decision_threshold_with_errors_is_unsafe_only_when_certain() -> None:
-    two_failed = [case("P1-B1-S1-C1-PT1", "failed"), case("P1-B1-S1-C1-PT2", "failed"), case("P1-B1-S1-C1-PT3", "passed")]
+    two_failed = [
+        case("P1-B1-S1-C1-PT1", "failed"),
+        case("P1-B1-S1-C1-PT2", "failed"),
+        case("P1-B1-S1-C1-PT3", "passed"),
+    ]
     # score 33.3; one error could lift it to 50 at best
     with_error = two_failed + [case("P1-B1-S1-C1-PT4", "error")]
     assert exit_decision(with_error, 40, {}).status == "could_not_run"
@@ -409,16 +465,30 @@ def paired_results(draw: st.DrawFn) -> list[CaseResult]:
     """Records dense enough to form attribution pairs: consistent severities per code."""
     severity = {code: draw(st.integers(-2, 2)) for code in ("C1", "C2", "C10", "U1", "PT1", "PT2", "PT3")}
     style = {"PT1": None, "PT2": "typos", "PT3": draw(st.sampled_from([None, "typos", "slang"]))}
-    grid = itertools.product(["P1-B1-S1", "P1-B1-S2"], ["C1", "C2", "C10"], [None, "U1"], ["PT1", "PT2", "PT3"], ["a", "b"], [0, 1])
+    grid = itertools.product(
+        ["P1-B1-S1", "P1-B1-S2"], ["C1", "C2", "C10"], [None, "U1"], ["PT1", "PT2", "PT3"], ["a", "b"], [0, 1]
+    )
     out = []
     for scenario, condition, user_context, perturbation, model, repeat in grid:
         status = draw(st.sampled_from(["passed", "failed", "error", "skipped", "absent"]))
         if status == "absent":
             continue
         code = "-".join([scenario, condition, *([user_context] if user_context else []), perturbation])
-        out.append(case(code, status, model=model, repeat=repeat, c_sev=severity[condition],
-                        u_sev=severity["U1"], pt_sev=severity[perturbation], style=style[perturbation]))
+        out.append(
+            case(
+                code,
+                status,
+                model=model,
+                repeat=repeat,
+                c_sev=severity[condition],
+                u_sev=severity["U1"],
+                pt_sev=severity[perturbation],
+                style=style[perturbation],
+            )
+        )
     return out
+
+
 SCORED = st.lists(case_results(st.sampled_from(["passed", "failed"])), min_size=1, max_size=30)
 
 
@@ -449,7 +519,9 @@ def test_prop_higher_base_severity_never_weighs_less(b1: int, b2: int, c: int) -
 
 
 @given(SCORED, st.data(), st.integers(0, 10))
-def test_prop_higher_base_severity_failure_costs_at_least_as_much(results: list[CaseResult], data: st.DataObject, raise_by: int) -> None:
+def test_prop_higher_base_severity_failure_costs_at_least_as_much(
+    results: list[CaseResult], data: st.DataObject, raise_by: int
+) -> None:
     """The score lost by failing a case never shrinks when that case's base severity rises."""
     i = data.draw(st.integers(0, len(results) - 1))
     target = results[i]
@@ -457,17 +529,25 @@ def test_prop_higher_base_severity_failure_costs_at_least_as_much(results: list[
 
     def cost(chosen: CaseResult) -> float:
         rest = results[:i] + results[i + 1 :]
-        return score(rest + [replace(chosen, status="passed")]).score - score(rest + [replace(chosen, status="failed")]).score  # type: ignore[operator]
+        return (
+            score(rest + [replace(chosen, status="passed")]).score
+            - score(rest + [replace(chosen, status="failed")]).score
+        )  # type: ignore[operator]
 
     assert cost(harder_case) >= cost(target) - 1e-9
     # a pass at higher severity never lowers the score either
-    assert score(results[:i] + [replace(harder_case, status="passed")] + results[i + 1 :]).score >= score(  # type: ignore[operator]
-        results[:i] + [replace(target, status="passed")] + results[i + 1 :]
-    ).score
+    assert (
+        score(results[:i] + [replace(harder_case, status="passed")] + results[i + 1 :]).score
+        >= score(  # type: ignore[operator]
+            results[:i] + [replace(target, status="passed")] + results[i + 1 :]
+        ).score
+    )
 
 
 @given(SCORED, st.data(), st.integers(-10, 10), st.integers(-10, 10))
-def test_prop_harder_condition_never_penalises_more(results: list[CaseResult], data: st.DataObject, c1: int, c2: int) -> None:
+def test_prop_harder_condition_never_penalises_more(
+    results: list[CaseResult], data: st.DataObject, c1: int, c2: int
+) -> None:
     easy, hard = sorted((c1, c2))
     assert condition_discount(easy) >= condition_discount(hard) >= Fraction(1, 2)
     i = data.draw(st.integers(0, len(results) - 1))
@@ -525,12 +605,24 @@ def test_prop_attribution_delta_is_mean_paired_difference(results: list[CaseResu
         if sum(changed.values()) != 1 or r.status not in ("passed", "failed"):
             continue
         factor = next(f for f, c in changed.items() if c)
-        level = {"condition": r.condition, "user_context": r.user_context, "style": r.perturbation_style or "none"}[factor]
+        level = {
+            "condition": r.condition,
+            "user_context": r.user_context,
+            "style": r.perturbation_style or "none",
+        }[factor]
         for b in results:
             if (b.model, b.run_id, b.scenario, b.repeat, b.condition, b.user_context, b.perturbation) == (
-                r.model, r.run_id, r.scenario, r.repeat, base_c, None, base_pt
+                r.model,
+                r.run_id,
+                r.scenario,
+                r.repeat,
+                base_c,
+                None,
+                base_pt,
             ) and b.status in ("passed", "failed"):
-                diffs.setdefault((r.model, factor, str(level)), []).append((r.status == "passed") - (b.status == "passed"))
+                diffs.setdefault((r.model, factor, str(level)), []).append(
+                    (r.status == "passed") - (b.status == "passed")
+                )
     got = {(e.model, e.factor, e.level): (e.delta, e.n_pairs) for e in attribution(results)}
     assert set(got) == set(diffs)
     for key, values in diffs.items():

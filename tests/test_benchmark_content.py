@@ -1,6 +1,6 @@
 """Content invariants of the whole HELMBench benchmark (`benchmark/`), so it cannot silently decay.
 
-Files are split with the harness's own markdown reader (`pytest_helmbench.markdown`), but checked
+Files are split with the harness's own markdown reader (`pytest_helmbench.suite.markdown`), but checked
 here for the *content* contract (counts, closed sets, strict schemas, safe messaging, reference
 answers), beyond what the loader requires of any benchmark. Whether each reference answer passes or
 fails is proven through the real evaluators in tests/test_references.py. Per-scenario checks are
@@ -13,7 +13,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,13 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from pytest_helmbench.markdown import MarkdownDoc, RawComponent, read_text, split_consolidated, split_frontmatter
+from pytest_helmbench.suite.markdown import (
+    MarkdownDoc,
+    RawComponent,
+    read_text,
+    split_consolidated,
+    split_frontmatter,
+)
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
 SCENARIOS_DIR = BENCHMARK / "scenarios"
@@ -35,11 +41,19 @@ RISKS = ("none", "low", "high", "imminent")
 EVALUATION_TYPES = frozenset({"category_match", "list_includes", "sqe"})
 TAXONOMY = frozenset(
     {
-        "P1-B1", "P1-B2", "P1-B3",
-        "P2-B1", "P2-B2", "P2-B3",
-        "P3-B1", "P3-B2",
-        "P4-B1", "P4-B2",
-        "P5-B1", "P5-B2", "P5-B3",
+        "P1-B1",
+        "P1-B2",
+        "P1-B3",
+        "P2-B1",
+        "P2-B2",
+        "P2-B3",
+        "P3-B1",
+        "P3-B2",
+        "P4-B1",
+        "P4-B2",
+        "P5-B1",
+        "P5-B2",
+        "P5-B3",
     }
 )
 SEVERITY_RANGE = range(-10, 11)
@@ -68,8 +82,12 @@ ALLOWED_NUMBERS = frozenset(
         "116123",  # Samaritans, UK and Ireland
         "131114",  # Lifeline, Australia
         "08001111",  # Childline, UK
-        "8007997233", "18007997233",  # US National Domestic Violence Hotline
-        "911", "999", "112", "000",  # emergency services: US, UK, EU/Ireland, Australia
+        "8007997233",
+        "18007997233",  # US National Domestic Violence Hotline
+        "911",
+        "999",
+        "112",
+        "000",  # emergency services: US, UK, EU/Ireland, Australia
     }
 )
 NUMBER_RUN_RE = re.compile(r"(?<!\w)\d+(?:[ -]\d+)*(?!\w)")
@@ -145,17 +163,17 @@ def scenario_codes() -> list[str]:
     return sorted(names, key=_numeric_key)
 
 
-@lru_cache(maxsize=None)
+@cache
 def benchmark_yml() -> dict[str, Any]:
     return yaml.safe_load(read_text(BENCHMARK / "benchmark.yml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def root_components(kind: str) -> tuple[RawComponent, ...]:
     return tuple(parse_consolidated(BENCHMARK / f"{kind}.md"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_scenario(code: str) -> Scenario:
     folder = SCENARIOS_DIR / code
     match = SCENARIO_DIR_RE.match(code)
@@ -175,7 +193,7 @@ def load_scenario(code: str) -> Scenario:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def all_scenarios() -> tuple[Scenario, ...]:
     return tuple(load_scenario(code) for code in scenario_codes())
 
@@ -212,7 +230,11 @@ def strict_violations(node: Any, where: str = "schema") -> list[str]:
         if node.get("additionalProperties") is not False:
             problems.append(f"{where}: additionalProperties is not false")
         required = node.get("required")
-        if not isinstance(required, list) or sorted(required) != sorted(properties) or len(set(required)) != len(required):
+        if (
+            not isinstance(required, list)
+            or sorted(required) != sorted(properties)
+            or len(set(required)) != len(required)
+        ):
             problems.append(f"{where}: required must list every property exactly once")
         for name, child in properties.items():
             problems += strict_violations(child, f"{where}.{name}")
@@ -299,9 +321,13 @@ def test_shared_components(kind: str, prefix: str) -> None:
     assert len(set(codes)) == len(codes), f"duplicate codes in {kind}.md"
     for component in components:
         assert component.code.startswith(prefix) and component.code[len(prefix) :].isdigit(), component.code
-        assert isinstance(component.meta.get("severity"), int) and component.meta["severity"] in SEVERITY_RANGE
+        assert (
+            isinstance(component.meta.get("severity"), int) and component.meta["severity"] in SEVERITY_RANGE
+        )
         assert isinstance(component.meta.get("rationale"), str) and component.meta["rationale"].strip()
-        assert any(H2_RE.match(line) for line in component.body.split("\n")), f"{component.code} has no H2 section"
+        assert any(H2_RE.match(line) for line in component.body.split("\n")), (
+            f"{component.code} has no H2 section"
+        )
         if kind == "conditions":
             assert "## System instructions" in component.body.split("\n"), component.code
     severities = [c.meta["severity"] for c in components]
@@ -348,7 +374,9 @@ def test_scenario_body(code: str) -> None:
     assert any(outside and H2_RE.match(line) for _, line, outside in lines), "body has no H2 section"
     assert not any(outside and H1_RE.match(line) for _, line, outside in lines), "H1 inside the body"
     for category in CATEGORIES:
-        assert category in scenario.body or category in json.dumps(scenario.schema), f"{category} is never defined"
+        assert category in scenario.body or category in json.dumps(scenario.schema), (
+            f"{category} is never defined"
+        )
 
 
 @pytest.mark.parametrize("code", SCENARIO_PARAMS)
@@ -391,10 +419,14 @@ def test_scenario_perturbations(code: str) -> None:
     assert len(set(codes)) == len(codes) and all(re.fullmatch(r"PT\d+", c) for c in codes)
     for p in perturbations:
         assert p.meta.get("style") in STYLES, f"{p.code} style"
-        assert isinstance(p.meta.get("severity"), int) and p.meta["severity"] in SEVERITY_RANGE, f"{p.code} severity"
+        assert isinstance(p.meta.get("severity"), int) and p.meta["severity"] in SEVERITY_RANGE, (
+            f"{p.code} severity"
+        )
         lines = _lines_outside_fences(p.body)
         assert any(outside and H2_RE.match(line) for _, line, outside in lines), f"{p.code} has no H2 section"
-        assert not any(outside and H1_RE.match(line) for _, line, outside in lines), f"{p.code} contains an H1"
+        assert not any(outside and H1_RE.match(line) for _, line, outside in lines), (
+            f"{p.code} contains an H1"
+        )
     assert len({p.meta["style"] for p in perturbations}) >= MIN_STYLES_PER_SCENARIO, "styles are not varied"
 
 
@@ -441,7 +473,9 @@ def test_scenario_references(code: str) -> None:
             else:
                 assert isinstance(value, str) and value in meta["options"]
     safe_answer = references["safe"]["answer"]
-    assert safe_answer.get("category") == scenario.meta["category"], "safe answer's category is not the expected one"
+    assert safe_answer.get("category") == scenario.meta["category"], (
+        "safe answer's category is not the expected one"
+    )
 
 
 # ----------------------------------------------------------------------------- whole benchmark
@@ -510,5 +544,8 @@ def test_safe_messaging_scan_catches_unsafe_text() -> None:
 
 def test_strict_check_catches_open_objects() -> None:
     """The strict-mode check must be able to fail."""
-    loose = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "object", "properties": {}}}}
+    loose = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "object", "properties": {}}},
+    }
     assert len(strict_violations(loose)) >= 3

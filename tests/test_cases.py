@@ -7,15 +7,13 @@ import itertools
 from pathlib import Path
 
 import pytest
+
+from pytest_helmbench.suite.cases import Case, Selector, expand, parse_selectors
+from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
+from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import STRICT_SCHEMA, write, write_benchmark, write_scenario
 
-from pytest_helmbench.cases import Case, Selector, expand, parse_selectors
-from pytest_helmbench.loader import BenchmarkLoader, Scenario
-from pytest_helmbench.prompt import compose
-
-SCENARIO_TEXT = (
-    "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>"
-)
+SCENARIO_TEXT = "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>"
 CONDITIONS = "# C10: ten\n\n## Role\n\nTen.\n\n# C2\n\n## Role\n\nTwo.\n\n# C1\n---\nseverity: 1\n---\n\n## Role\n\nOne.\n\n\n"
 USER_CONTEXTS = "# U2\n\nSecond user.\n\n# U1\n\n## Memory\n\nFirst user.\n"
 PERTURBATIONS = "# PT2\n\n## User input\n\nsecond\n\n# PT1\n\n## User input\n\nfirst\n"
@@ -37,7 +35,9 @@ def load(root: Path, code: str = "P1-B1-S1") -> Scenario:
 
 def all_cases(root: Path, models: list[str]) -> list[Case]:
     loader = BenchmarkLoader(root)
-    return [case for folder in loader.scenario_dirs() for case in expand(loader.load_scenario(folder), models)]
+    return [
+        case for folder in loader.scenario_dirs() for case in expand(loader.load_scenario(folder), models)
+    ]
 
 
 # --- expand ------------------------------------------------------------------------------------
@@ -60,7 +60,12 @@ def test_expand_without_user_contexts_gives_only_the_baseline(root: Path) -> Non
     (root / "user-contexts.md").unlink()
     cases = expand(load(root), ["m"])
     assert [case.code for case in cases] == [
-        "P1-B1-S1-C1-PT1", "P1-B1-S1-C1-PT2", "P1-B1-S1-C2-PT1", "P1-B1-S1-C2-PT2", "P1-B1-S1-C10-PT1", "P1-B1-S1-C10-PT2",
+        "P1-B1-S1-C1-PT1",
+        "P1-B1-S1-C1-PT2",
+        "P1-B1-S1-C2-PT1",
+        "P1-B1-S1-C2-PT2",
+        "P1-B1-S1-C10-PT1",
+        "P1-B1-S1-C10-PT2",
     ]
     assert all(case.user_context is None for case in cases)
 
@@ -71,7 +76,11 @@ def test_expand_with_no_model_gives_no_case(root: Path) -> None:
 
 def test_case_code_and_segments(root: Path) -> None:
     scenario = load(root)
-    condition, user, perturbation = scenario.conditions[2], scenario.user_contexts[1], scenario.perturbations[0]
+    condition, user, perturbation = (
+        scenario.conditions[2],
+        scenario.user_contexts[1],
+        scenario.perturbations[0],
+    )
     baseline = Case(scenario, condition, None, perturbation, "m")
     with_user = Case(scenario, condition, user, perturbation, "m")
     assert baseline.code == "P1-B1-S1-C10-PT1"
@@ -91,7 +100,14 @@ def selected(cases: list[Case], *patterns: str) -> list[str]:
 def test_selector_parse() -> None:
     selector = Selector.parse("P1-B1-S1-C2-U0-PT3")
     assert selector.pattern == "P1-B1-S1-C2-U0-PT3"
-    assert selector.segments == (("P", "P1"), ("B", "B1"), ("S", "S1"), ("C", "C2"), ("U", "U0"), ("PT", "PT3"))
+    assert selector.segments == (
+        ("P", "P1"),
+        ("B", "B1"),
+        ("S", "S1"),
+        ("C", "C2"),
+        ("U", "U0"),
+        ("PT", "PT3"),
+    )
 
 
 def test_scenario_selector_is_segment_aware(root: Path) -> None:
@@ -109,7 +125,12 @@ def test_condition_selector_is_exact(root: Path) -> None:
     cases = expand(load(root), ["m"])
     assert {c.split("-")[3] for c in selected(cases, "C1")} == {"C1"}
     assert selected(cases, "C2") == [
-        "P1-B1-S1-C2-PT1", "P1-B1-S1-C2-PT2", "P1-B1-S1-C2-U1-PT1", "P1-B1-S1-C2-U1-PT2", "P1-B1-S1-C2-U2-PT1", "P1-B1-S1-C2-U2-PT2",
+        "P1-B1-S1-C2-PT1",
+        "P1-B1-S1-C2-PT2",
+        "P1-B1-S1-C2-U1-PT1",
+        "P1-B1-S1-C2-U1-PT2",
+        "P1-B1-S1-C2-U2-PT1",
+        "P1-B1-S1-C2-U2-PT2",
     ]
 
 
@@ -123,7 +144,11 @@ def test_u0_selects_the_cases_without_user_context(root: Path) -> None:
 def test_perturbation_selector(root: Path) -> None:
     cases = expand(load(root), ["m"])
     assert selected(cases, "PT3") == []
-    assert selected(cases, "P1-B1-S1-C10-PT1") == ["P1-B1-S1-C10-PT1", "P1-B1-S1-C10-U1-PT1", "P1-B1-S1-C10-U2-PT1"]
+    assert selected(cases, "P1-B1-S1-C10-PT1") == [
+        "P1-B1-S1-C10-PT1",
+        "P1-B1-S1-C10-U1-PT1",
+        "P1-B1-S1-C10-U2-PT1",
+    ]
     assert selected(cases, "P1-B1-S1-C10-U2-PT1") == ["P1-B1-S1-C10-U2-PT1"]
 
 
@@ -139,7 +164,23 @@ def test_selector_matches_plain_segment_dicts() -> None:
 
 @pytest.mark.parametrize(
     "pattern",
-    ["", "X1", "P", "P0", "C0", "PT0", "S01", "P1-B1-S", "P1--S1", "P1-B1-S1*", "P1_B1", "PTT1", "UU1", "P1 B1", "C-1"],
+    [
+        "",
+        "X1",
+        "P",
+        "P0",
+        "C0",
+        "PT0",
+        "S01",
+        "P1-B1-S",
+        "P1--S1",
+        "P1-B1-S1*",
+        "P1_B1",
+        "PTT1",
+        "UU1",
+        "P1 B1",
+        "C-1",
+    ],
 )
 def test_invalid_segments_raise(pattern: str) -> None:
     with pytest.raises(ValueError, match="is not a code such as"):
@@ -149,7 +190,12 @@ def test_invalid_segments_raise(pattern: str) -> None:
 def test_parse_selectors_splits_commas_across_occurrences() -> None:
     selectors = parse_selectors(["P1-B1-S1, C2", " PT1 ,", "U0"])
     assert [s.pattern for s in selectors] == ["P1-B1-S1", " C2", " PT1 ", "U0"]
-    assert [s.segments for s in selectors] == [(("P", "P1"), ("B", "B1"), ("S", "S1")), (("C", "C2"),), (("PT", "PT1"),), (("U", "U0"),)]
+    assert [s.segments for s in selectors] == [
+        (("P", "P1"), ("B", "B1"), ("S", "S1")),
+        (("C", "C2"),),
+        (("PT", "PT1"),),
+        (("U", "U0"),),
+    ]
     assert parse_selectors([]) == [] and parse_selectors([",", " "]) == []
 
 
@@ -165,7 +211,11 @@ def test_compose_joins_parts_with_blank_lines(root: Path) -> None:
     scenario = load(root)
     case = Case(scenario, scenario.conditions[0], scenario.user_contexts[0], scenario.perturbations[1], "m")
     prompt = compose(case)
-    assert prompt.text == SCENARIO_TEXT + "\n\n<role>\nOne.\n</role>\n\n<memory>\nFirst user.\n</memory>\n\n<user_input>\nsecond\n</user_input>"
+    assert (
+        prompt.text
+        == SCENARIO_TEXT
+        + "\n\n<role>\nOne.\n</role>\n\n<memory>\nFirst user.\n</memory>\n\n<user_input>\nsecond\n</user_input>"
+    )
     assert prompt.messages == [{"role": "user", "content": prompt.text}]
     assert prompt.response_format == STRICT_SCHEMA
     assert prompt.response_format is scenario.response_format
@@ -175,8 +225,13 @@ def test_compose_without_user_context_and_with_plain_components(root: Path) -> N
     scenario = load(root)
     prompt = compose(Case(scenario, scenario.conditions[1], None, scenario.perturbations[0], "m"))
     assert prompt.text == SCENARIO_TEXT + "\n\n<role>\nTwo.\n</role>\n\n<user_input>\nfirst\n</user_input>"
-    user_without_sections = compose(Case(scenario, scenario.conditions[1], scenario.user_contexts[1], scenario.perturbations[0], "m"))
-    assert user_without_sections.text == SCENARIO_TEXT + "\n\n<role>\nTwo.\n</role>\n\nSecond user.\n\n<user_input>\nfirst\n</user_input>"
+    user_without_sections = compose(
+        Case(scenario, scenario.conditions[1], scenario.user_contexts[1], scenario.perturbations[0], "m")
+    )
+    assert (
+        user_without_sections.text
+        == SCENARIO_TEXT + "\n\n<role>\nTwo.\n</role>\n\nSecond user.\n\n<user_input>\nfirst\n</user_input>"
+    )
 
 
 def test_compose_skips_empty_components(root: Path) -> None:
@@ -204,13 +259,21 @@ def test_composed_prompts_have_no_trailing_newline_and_no_empty_paragraphs(root:
 
 def test_prompt_hash_is_sha256_of_the_text(root: Path) -> None:
     scenario = load(root)
-    prompts = [compose(Case(scenario, c, None, p, "m")) for c, p in itertools.product(scenario.conditions, scenario.perturbations)]
+    prompts = [
+        compose(Case(scenario, c, None, p, "m"))
+        for c, p in itertools.product(scenario.conditions, scenario.perturbations)
+    ]
     for prompt in prompts:
         assert prompt.hash == hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()
     assert len({p.hash for p in prompts}) == len(prompts) == 6
-    assert prompts[0].hash == hashlib.sha256(
-        (SCENARIO_TEXT + "\n\n<role>\nOne.\n</role>\n\n<user_input>\nfirst\n</user_input>").encode("utf-8")
-    ).hexdigest()
+    assert (
+        prompts[0].hash
+        == hashlib.sha256(
+            (SCENARIO_TEXT + "\n\n<role>\nOne.\n</role>\n\n<user_input>\nfirst\n</user_input>").encode(
+                "utf-8"
+            )
+        ).hexdigest()
+    )
 
 
 def test_prompt_hash_of_non_ascii_text_uses_utf8(root: Path) -> None:

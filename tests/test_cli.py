@@ -69,7 +69,19 @@ def test_run_batch_costs_and_db_upgrade(project, helm_env):
 
 def test_run_single_and_run_all(project, helm_env):
     helm_env.add_rule(reply=Reply.ok(GOOD))
-    single = runner.invoke(app, ["run-single", "--case", "P1-B1-S2-C1-PT2", "--models", "a/one,b/two", "--", "-p", "no:cacheprovider"])
+    single = runner.invoke(
+        app,
+        [
+            "run-single",
+            "--case",
+            "P1-B1-S2-C1-PT2",
+            "--models",
+            "a/one,b/two",
+            "--",
+            "-p",
+            "no:cacheprovider",
+        ],
+    )
     assert single.exit_code == 0, single.output
     assert sorted(r.model for r in helm_env.chat_requests) == ["a/one", "b/two"]
     helm_env.reset()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import json
 import logging
+import re
 import threading
 import time
 import traceback
@@ -14,18 +13,24 @@ from typing import Any
 
 import pytest
 
-from pytest_helmbench.client import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
+from pytest_helmbench.providers.http import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
 from tests.openrouter_server import FakeOpenRouter, Reply
 
 KEY = "sk-or-v1-client-test-SECRET-0123456789"
 MODEL = "openai/gpt-4o-mini"
 SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"category": {"type": "string", "enum": ["ANSWER", "HANDOFF"]}, "response": {"type": "string"}},
+    "properties": {
+        "category": {"type": "string", "enum": ["ANSWER", "HANDOFF"]},
+        "response": {"type": "string"},
+    },
     "required": ["category", "response"],
     "additionalProperties": False,
 }
-RESPONSE_FORMAT: dict[str, Any] = {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": SCHEMA}}
+RESPONSE_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "answer", "strict": True, "schema": SCHEMA},
+}
 ANSWER = {"category": "HANDOFF", "response": "Please call a crisis line."}
 
 
@@ -76,7 +81,9 @@ def assert_no_key(*texts: object) -> None:
 
 
 def test_success_returns_content_tokens_and_cost(server: FakeOpenRouter, client: ChatClient) -> None:
-    server.add_rule(reply=Reply.ok(ANSWER, prompt_tokens=194, completion_tokens=8, cost=0.00014, provider="OpenAI"))
+    server.add_rule(
+        reply=Reply.ok(ANSWER, prompt_tokens=194, completion_tokens=8, cost=0.00014, provider="OpenAI")
+    )
     response = client.complete(request())
     assert isinstance(response, ChatResponse)
     assert json.loads(response.content or "") == ANSWER
@@ -93,7 +100,9 @@ def test_success_returns_content_tokens_and_cost(server: FakeOpenRouter, client:
     assert len(server.chat_requests) == 1
 
 
-def test_body_with_keepalive_blank_lines_and_fenced_content_is_returned_as_sent(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_body_with_keepalive_blank_lines_and_fenced_content_is_returned_as_sent(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     server.add_rule(reply=Reply.ok(ANSWER, fenced=True, keepalive_lines=3))
     response = client.complete(request())
     assert response.content == "```json\n" + json.dumps(ANSWER) + "\n```"
@@ -131,7 +140,9 @@ def test_byok_cost_is_the_upstream_inference_cost(sleeps: Sleeps) -> None:
 
 
 @pytest.mark.parametrize("cost", ["missing", None], ids=["no-cost-key", "cost-null"])
-def test_cost_from_models_pricing_when_usage_cost_is_absent(server: FakeOpenRouter, client: ChatClient, cost: Any) -> None:
+def test_cost_from_models_pricing_when_usage_cost_is_absent(
+    server: FakeOpenRouter, client: ChatClient, cost: Any
+) -> None:
     server.pricing[MODEL] = ("0.000002", "0.00001", "0.0005")
     server.add_rule(reply=Reply.ok(ANSWER, cost=cost, prompt_tokens=1000, completion_tokens=50))
     first = client.complete(request())
@@ -145,7 +156,9 @@ def test_cost_from_models_pricing_when_usage_cost_is_absent(server: FakeOpenRout
     assert len(models_calls) == 1  # fetched once per client, then cached
 
 
-def test_cost_is_none_when_neither_usage_nor_pricing_knows_it(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_cost_is_none_when_neither_usage_nor_pricing_knows_it(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     server.add_rule(reply=Reply.ok(ANSWER, cost="missing"))
     assert client.complete(request()).cost_usd is None
 
@@ -164,9 +177,14 @@ def test_free_client_records_zero_cost(server: FakeOpenRouter, sleeps: Sleeps) -
 # ---- request body and headers -------------------------------------------------------------------
 
 
-def test_openrouter_body_merges_provider_preferences_and_passes_reasoning(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_openrouter_body_merges_provider_preferences_and_passes_reasoning(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     req = request(
-        "hello", max_tokens=777, seed=42, provider={"data_collection": "deny", "order": ["OpenAI"]},
+        "hello",
+        max_tokens=777,
+        seed=42,
+        provider={"data_collection": "deny", "order": ["OpenAI"]},
         reasoning={"effort": "low"},
     )
     client.complete(req)
@@ -184,7 +202,9 @@ def test_openrouter_body_merges_provider_preferences_and_passes_reasoning(server
     assert "max_completion_tokens" not in (sent.body or {})
 
 
-def test_openrouter_require_parameters_cannot_be_turned_off(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_openrouter_require_parameters_cannot_be_turned_off(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     client.complete(request(provider={"require_parameters": False}))
     assert server.chat_requests[0].body["provider"] == {"require_parameters": True}  # type: ignore[index]
 
@@ -192,20 +212,30 @@ def test_openrouter_require_parameters_cannot_be_turned_off(server: FakeOpenRout
 def test_openrouter_body_without_optional_fields(server: FakeOpenRouter, client: ChatClient) -> None:
     client.complete(ChatRequest(MODEL, [{"role": "user", "content": "x"}], RESPONSE_FORMAT))
     assert server.chat_requests[0].body == {
-        "model": MODEL, "messages": [{"role": "user", "content": "x"}], "response_format": RESPONSE_FORMAT,
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": RESPONSE_FORMAT,
         "provider": {"require_parameters": True},
     }
 
 
 def test_openai_api_sends_only_standard_fields(server: FakeOpenRouter, sleeps: Sleeps) -> None:
     chat = ChatClient(server.openai_base_url, KEY, api="openai", retries=0, backoff=0.0, sleep=sleeps)
-    chat.complete(request("hi", max_tokens=64, seed=7, provider={"data_collection": "deny"}, reasoning={"effort": "high"}))
+    chat.complete(
+        request(
+            "hi", max_tokens=64, seed=7, provider={"data_collection": "deny"}, reasoning={"effort": "high"}
+        )
+    )
     chat.close()
     (sent,) = server.chat_requests
     assert sent.path == "/v1/chat/completions"
     assert sent.body == {
-        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "response_format": RESPONSE_FORMAT,
-        "temperature": 0.0, "max_tokens": 64, "seed": 7,
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": RESPONSE_FORMAT,
+        "temperature": 0.0,
+        "max_tokens": 64,
+        "seed": 7,
     }
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert "x-title" not in sent.headers
@@ -245,9 +275,17 @@ def test_429_waits_at_least_retry_after_then_succeeds(server: FakeOpenRouter, sl
     assert [r.status for r in server.chat_requests] == [429, 429, 200]
 
 
-def test_429_without_retry_after_honours_ratelimit_reset(server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps) -> None:
+def test_429_without_retry_after_honours_ratelimit_reset(
+    server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps
+) -> None:
     reset_ms = int((time.time() + 5) * 1000)
-    meta = {"headers": {"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset_ms)}}
+    meta = {
+        "headers": {
+            "X-RateLimit-Limit": "20",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(reset_ms),
+        }
+    }
     server.script(Reply.error(429, metadata=meta))
     client.complete(request())
     assert len(sleeps) == 1
@@ -286,15 +324,28 @@ TRANSIENT: list[tuple[str, Any, str, int | None]] = [
     ("no-code", Reply.error(503, "down", include_code=False), "HTTP 503: down", 503),
     ("drop", Reply.drop(), "connection failed: RemoteProtocolError", None),
     ("stall", Reply.stall(5), "timed out waiting for the provider", None),
-    ("error-in-200", Reply.error_in_200("Provider returned error", code=502),
-     "provider error inside a 200 response: Provider returned error", 200),
+    (
+        "error-in-200",
+        Reply.error_in_200("Provider returned error", code=502),
+        "provider error inside a 200 response: Provider returned error",
+        200,
+    ),
     ("empty-choices", Reply.empty_choices(), "provider returned no choices", 200),
-    ("choice-error", Reply.choice_error("upstream error"), "provider error in the choice: upstream error", 200),
+    (
+        "choice-error",
+        Reply.choice_error("upstream error"),
+        "provider error in the choice: upstream error",
+        200,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("reply", "reason", "status"), [t[1:] for t in TRANSIENT], ids=[t[0] for t in TRANSIENT])
-def test_transient_fault_is_retried_then_answered(server: FakeOpenRouter, sleeps: Sleeps, reply: Reply, reason: str, status: int | None) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason", "status"), [t[1:] for t in TRANSIENT], ids=[t[0] for t in TRANSIENT]
+)
+def test_transient_fault_is_retried_then_answered(
+    server: FakeOpenRouter, sleeps: Sleeps, reply: Reply, reason: str, status: int | None
+) -> None:
     chat = make_client(server, sleeps, timeout=0.3)
     server.script(reply)
     server.add_rule(reply=Reply.ok(ANSWER))
@@ -306,8 +357,12 @@ def test_transient_fault_is_retried_then_answered(server: FakeOpenRouter, sleeps
     assert len(sleeps) == 1
 
 
-@pytest.mark.parametrize(("reply", "reason", "status"), [t[1:] for t in TRANSIENT], ids=[t[0] for t in TRANSIENT])
-def test_transient_fault_raises_call_error_when_retries_run_out(server: FakeOpenRouter, sleeps: Sleeps, reply: Reply, reason: str, status: int | None) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason", "status"), [t[1:] for t in TRANSIENT], ids=[t[0] for t in TRANSIENT]
+)
+def test_transient_fault_raises_call_error_when_retries_run_out(
+    server: FakeOpenRouter, sleeps: Sleeps, reply: Reply, reason: str, status: int | None
+) -> None:
     chat = make_client(server, sleeps, retries=2, timeout=0.3)
     server.add_rule(reply=reply)
     with pytest.raises(CallError) as info:
@@ -315,7 +370,9 @@ def test_transient_fault_raises_call_error_when_retries_run_out(server: FakeOpen
     chat.close()
     error = info.value
     assert type(error) is CallError  # an outage, never a model rejection and never an answer
-    if reason.startswith("connection failed"):  # a dropped connection surfaces as one of httpx's transport errors
+    if reason.startswith(
+        "connection failed"
+    ):  # a dropped connection surfaces as one of httpx's transport errors
         assert re.fullmatch(r"connection failed: \w+Error \(gave up after 3 attempts\)", error.reason)
     else:
         assert error.reason == f"{reason} (gave up after 3 attempts)"
@@ -376,17 +433,28 @@ def test_cancelled_client_sends_no_new_call(server: FakeOpenRouter, sleeps: Slee
 # ---- errors that are not retried ------------------------------------------------------------------
 
 
-def test_invalid_key_401_rejects_the_model_with_a_clear_message(server: FakeOpenRouter, sleeps: Sleeps) -> None:
+def test_invalid_key_401_rejects_the_model_with_a_clear_message(
+    server: FakeOpenRouter, sleeps: Sleeps
+) -> None:
     wrong = "sk-or-v1-WRONG-KEY-999"
     chat = ChatClient(server.base_url, wrong, retries=3, sleep=sleeps)
     with pytest.raises(ModelRejected) as info:
         chat.complete(request())
     error = info.value
-    assert error.reason == "HTTP 401: User not found. — check OPENROUTER_API_KEY (the key is missing or invalid)"
+    assert (
+        error.reason == "HTTP 401: User not found. — check OPENROUTER_API_KEY (the key is missing or invalid)"
+    )
     assert error.status == 401
     assert error.attempts == 1
     assert len(server.chat_requests) == 1 and sleeps == []
-    for text in (str(error), repr(error), error.raw, repr(chat), str(chat), "".join(traceback.format_exception(error))):
+    for text in (
+        str(error),
+        repr(error),
+        error.raw,
+        repr(chat),
+        str(chat),
+        "".join(traceback.format_exception(error)),
+    ):
         assert wrong not in str(text)
     chat.close()
 
@@ -417,12 +485,17 @@ def test_400_unknown_model_id_rejects_the_model(server: FakeOpenRouter, client: 
     server.known_models = {"anthropic/claude-3.5-sonnet"}
     with pytest.raises(ModelRejected) as info:
         client.complete(request())
-    assert info.value.reason == f"HTTP 400: the model or its parameters were rejected: {MODEL} is not a valid model ID"
+    assert (
+        info.value.reason
+        == f"HTTP 400: the model or its parameters were rejected: {MODEL} is not a valid model ID"
+    )
     assert info.value.status == 400
     assert len(server.chat_requests) == 1
 
 
-def test_400_unknown_provider_preference_rejects_the_model(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_400_unknown_provider_preference_rejects_the_model(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     with pytest.raises(ModelRejected) as info:
         client.complete(request(provider={"data_colection": "deny"}))
     assert info.value.reason == (
@@ -431,9 +504,17 @@ def test_400_unknown_provider_preference_rejects_the_model(server: FakeOpenRoute
     )
 
 
-def test_400_about_the_schema_is_a_plain_call_error(server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps) -> None:
-    loose = {"type": "json_schema", "json_schema": {"name": "answer", "strict": True,
-                                                    "schema": {"type": "object", "properties": {"category": {"type": "string"}}}}}
+def test_400_about_the_schema_is_a_plain_call_error(
+    server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps
+) -> None:
+    loose = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "strict": True,
+            "schema": {"type": "object", "properties": {"category": {"type": "string"}}},
+        },
+    }
     with pytest.raises(CallError) as info:
         client.complete(ChatRequest(MODEL, [{"role": "user", "content": "x"}], loose))
     error = info.value
@@ -445,13 +526,22 @@ def test_400_about_the_schema_is_a_plain_call_error(server: FakeOpenRouter, clie
     assert len(server.chat_requests) == 1
 
 
-def test_403_moderation_is_a_call_error_with_reasons(server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps) -> None:
-    server.add_rule(reply=Reply.error(403, metadata={"reasons": ["self-harm", "violence"], "flagged_input": "I want to..."}))
+def test_403_moderation_is_a_call_error_with_reasons(
+    server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps
+) -> None:
+    server.add_rule(
+        reply=Reply.error(
+            403, metadata={"reasons": ["self-harm", "violence"], "flagged_input": "I want to..."}
+        )
+    )
     with pytest.raises(CallError) as info:
         client.complete(request())
     error = info.value
     assert type(error) is CallError
-    assert error.reason == "blocked by provider moderation (HTTP 403): Input was flagged by moderation (reasons: self-harm, violence)"
+    assert (
+        error.reason
+        == "blocked by provider moderation (HTTP 403): Input was flagged by moderation (reasons: self-harm, violence)"
+    )
     assert error.status == 403
     assert json.loads(error.raw or "")["error"]["metadata"]["flagged_input"] == "I want to..."
     assert len(server.chat_requests) == 1 and sleeps == []
@@ -468,7 +558,9 @@ def test_rejection_after_retries_counts_every_attempt(server: FakeOpenRouter, cl
 # ---- truncation and refusals are answers (the runner and the evaluation decide) -------------------
 
 
-def test_truncation_is_returned_with_finish_reason_length(server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps) -> None:
+def test_truncation_is_returned_with_finish_reason_length(
+    server: FakeOpenRouter, client: ChatClient, sleeps: Sleeps
+) -> None:
     server.add_rule(reply=Reply.truncated('{"categ', prompt_tokens=40, completion_tokens=512))
     response = client.complete(request())
     assert response.finish_reason == "length"
@@ -477,7 +569,9 @@ def test_truncation_is_returned_with_finish_reason_length(server: FakeOpenRouter
     assert response.attempts == 1 and sleeps == []
 
 
-def test_reasoning_model_spending_the_budget_is_length_with_empty_content(server: FakeOpenRouter, client: ChatClient) -> None:
+def test_reasoning_model_spending_the_budget_is_length_with_empty_content(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
     server.add_rule(reply=Reply.ok("", finish_reason="length", reasoning="thinking..."))
     response = client.complete(request())
     assert (response.finish_reason, response.content) == ("length", "")
@@ -494,24 +588,39 @@ def test_refusal_is_returned_as_an_answer(server: FakeOpenRouter, client: ChatCl
 # ---- the key never leaks ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reply", [Reply.error(500), Reply.error(401), Reply.error(403), Reply.drop(), Reply.error_in_200()],
-                         ids=["500", "401", "403", "drop", "error-in-200"])
-def test_api_key_never_in_errors_client_or_logs(server: FakeOpenRouter, client: ChatClient, reply: Reply,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "reply",
+    [Reply.error(500), Reply.error(401), Reply.error(403), Reply.drop(), Reply.error_in_200()],
+    ids=["500", "401", "403", "drop", "error-in-200"],
+)
+def test_api_key_never_in_errors_client_or_logs(
+    server: FakeOpenRouter, client: ChatClient, reply: Reply, caplog: pytest.LogCaptureFixture
+) -> None:
     server.add_rule(reply=reply)
     with caplog.at_level(logging.DEBUG):
         with pytest.raises(CallError) as info:
             client.complete(request())
     error = info.value
-    assert_no_key(str(error), repr(error), error.reason, error.raw, error.args, str(client), repr(client),
-                  "".join(traceback.format_exception(error)), caplog.text)
+    assert_no_key(
+        str(error),
+        repr(error),
+        error.reason,
+        error.raw,
+        error.args,
+        str(client),
+        repr(client),
+        "".join(traceback.format_exception(error)),
+        caplog.text,
+    )
     assert caplog.records  # the retry/HTTP logging did happen, and carried no key
 
 
 # ---- proxies from the environment ---------------------------------------------------------------------
 
 
-def test_chat_calls_go_through_the_environment_proxy(server: FakeOpenRouter, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chat_calls_go_through_the_environment_proxy(
+    server: FakeOpenRouter, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A corporate proxy named by HTTP(S)_PROXY carries the calls (the fake serves absolute-form requests
     as a forward proxy would see them); NO_PROXY exempts a host, a local model never uses one."""
     monkeypatch.setenv("HTTP_PROXY", server.base_url.split("/api/")[0])
@@ -522,7 +631,9 @@ def test_chat_calls_go_through_the_environment_proxy(server: FakeOpenRouter, sle
     assert json.loads(chat.complete(request()).content or "") == ANSWER
     chat.close()
     (sent,) = server.chat_requests
-    assert sent.path == "/api/v1/chat/completions" and sent.headers["host"] == "provider.invalid"  # reached through the proxy
+    assert (
+        sent.path == "/api/v1/chat/completions" and sent.headers["host"] == "provider.invalid"
+    )  # reached through the proxy
 
     monkeypatch.setenv("NO_PROXY", "provider.invalid")
     direct = ChatClient("http://provider.invalid/api/v1", KEY, retries=0, timeout=5.0, sleep=sleeps)

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pytest_helmbench.answers import AnswerInvalid, parse_json_content, schema_violations
-from pytest_helmbench.client import ChatResponse
-from pytest_helmbench.evaluation import Evaluation, evaluate
-from pytest_helmbench.loader import BenchmarkLoader, Criteria, Scenario
-from pytest_helmbench.sqe import JudgeVerdict, run_judge
+from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_content, schema_violations
+from pytest_helmbench.evaluation.evaluators import Evaluation, evaluate
+from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
+from pytest_helmbench.providers.http import ChatResponse
+from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria, Scenario
 from tests.benchfiles import CRITERIA, SCENARIO, STRICT_SCHEMA, write_benchmark, write_scenario
 
 SCHEMA = STRICT_SCHEMA["json_schema"]["schema"]
@@ -26,7 +26,10 @@ LIST_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["tags", "response"],
             "properties": {
-                "tags": {"type": "array", "items": {"type": "string", "enum": ["HANDOFF", "EMPATHY", "RESOURCES", "ADVICE"]}},
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["HANDOFF", "EMPATHY", "RESOURCES", "ADVICE"]},
+                },
                 "response": {"type": "string"},
             },
         },
@@ -78,13 +81,30 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scenario]:
     write_scenario(root, "P1-B2-S1", frontmatter_md=SQE_MD, criteria=CRITERIA)
     write_scenario(root, "P1-B2-S2", frontmatter_md=SQE_MD, criteria=MULTI_CRITERIA)
     loader = BenchmarkLoader(root)
-    names = {"P1-B1-S1": "category", "P1-B1-S2": "list", "P1-B1-S3": "refusal_pass", "P1-B2-S1": "sqe_single", "P1-B2-S2": "sqe_multi"}
+    names = {
+        "P1-B1-S1": "category",
+        "P1-B1-S2": "list",
+        "P1-B1-S3": "refusal_pass",
+        "P1-B2-S1": "sqe_single",
+        "P1-B2-S2": "sqe_multi",
+    }
     return {name: loader.load_scenario(root / "scenarios" / code) for code, name in names.items()}
 
 
-def response(content: str | None, *, refusal: str | None = None, finish_reason: str | None = "stop") -> ChatResponse:
-    return ChatResponse(content=content, refusal=refusal, finish_reason=finish_reason, raw="{}", prompt_tokens=10,
-                        completion_tokens=5, cost_usd=0.0001, latency_ms=12.0, attempts=1)
+def response(
+    content: str | None, *, refusal: str | None = None, finish_reason: str | None = "stop"
+) -> ChatResponse:
+    return ChatResponse(
+        content=content,
+        refusal=refusal,
+        finish_reason=finish_reason,
+        raw="{}",
+        prompt_tokens=10,
+        completion_tokens=5,
+        cost_usd=0.0001,
+        latency_ms=12.0,
+        attempts=1,
+    )
 
 
 def answer(category: str = "ANSWER", text: str = "The mitochondria.") -> str:
@@ -98,29 +118,59 @@ def no_judge(criteria: Criteria, prompt: str, content: str) -> JudgeVerdict:
 # ---- parse_json_content -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [
-    '{"category": "ANSWER", "response": "x"}',
-    '  \n{"category": "ANSWER", "response": "x"}\n\n',
-    '```json\n{"category": "ANSWER", "response": "x"}\n```',
-    '```JSON\n{"category": "ANSWER", "response": "x"}\n```',
-    '```\n{"category": "ANSWER", "response": "x"}\n```',
-    '\n```json\n{"category": "ANSWER", "response": "x"}```\n',
-], ids=["plain", "surrounding-space", "json-fence", "JSON-fence", "bare-fence", "fence-no-final-newline"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"category": "ANSWER", "response": "x"}',
+        '  \n{"category": "ANSWER", "response": "x"}\n\n',
+        '```json\n{"category": "ANSWER", "response": "x"}\n```',
+        '```JSON\n{"category": "ANSWER", "response": "x"}\n```',
+        '```\n{"category": "ANSWER", "response": "x"}\n```',
+        '\n```json\n{"category": "ANSWER", "response": "x"}```\n',
+    ],
+    ids=["plain", "surrounding-space", "json-fence", "JSON-fence", "bare-fence", "fence-no-final-newline"],
+)
 def test_parse_json_content_accepts_plain_and_fenced_json(content: str) -> None:
     assert parse_json_content(content) == {"category": "ANSWER", "response": "x"}
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    (None, "empty response (no content)"),
-    ("", "empty response (no content)"),
-    ("  \n\t", "empty response (no content)"),
-    ('Sure! {"category": "ANSWER"}', "response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('{"category": "ANSWER"} Hope this helps!', "response is not valid JSON: Extra data (line 1, column 24)"),
-    ('Here you go:\n```json\n{"category": "ANSWER"}\n```', "response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('```json\n{"category": "ANSWER"}\n```\nDone.', "response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('```python\n{"category": "ANSWER"}\n```', "response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('{"categ', "response is not valid JSON: Unterminated string starting at (line 1, column 2)"),
-], ids=["none", "empty", "blank", "prose-before", "prose-after", "prose-before-fence", "prose-after-fence", "python-fence", "truncated"])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "empty response (no content)"),
+        ("", "empty response (no content)"),
+        ("  \n\t", "empty response (no content)"),
+        ('Sure! {"category": "ANSWER"}', "response is not valid JSON: Expecting value (line 1, column 1)"),
+        (
+            '{"category": "ANSWER"} Hope this helps!',
+            "response is not valid JSON: Extra data (line 1, column 24)",
+        ),
+        (
+            'Here you go:\n```json\n{"category": "ANSWER"}\n```',
+            "response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        (
+            '```json\n{"category": "ANSWER"}\n```\nDone.',
+            "response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        (
+            '```python\n{"category": "ANSWER"}\n```',
+            "response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        ('{"categ', "response is not valid JSON: Unterminated string starting at (line 1, column 2)"),
+    ],
+    ids=[
+        "none",
+        "empty",
+        "blank",
+        "prose-before",
+        "prose-after",
+        "prose-before-fence",
+        "prose-after-fence",
+        "python-fence",
+        "truncated",
+    ],
+)
 def test_parse_json_content_rejects_everything_else(content: str | None, reason: str) -> None:
     with pytest.raises(AnswerInvalid) as info:
         parse_json_content(content)
@@ -161,8 +211,13 @@ def test_schema_violations_of_a_non_object() -> None:
 
 def test_category_match_pass(scenarios: dict[str, Scenario]) -> None:
     result = evaluate(scenarios["category"], "prompt", response(answer("ANSWER")), no_judge)
-    assert result == Evaluation(True, "category is 'ANSWER' as expected", {"category": "ANSWER", "response": "The mitochondria."},
-                                "ANSWER", "ANSWER")
+    assert result == Evaluation(
+        True,
+        "category is 'ANSWER' as expected",
+        {"category": "ANSWER", "response": "The mitochondria."},
+        "ANSWER",
+        "ANSWER",
+    )
 
 
 def test_category_match_pass_with_fenced_answer(scenarios: dict[str, Scenario]) -> None:
@@ -190,13 +245,20 @@ def test_list_includes_pass(scenarios: dict[str, Scenario]) -> None:
     assert (result.expected, result.actual) == (["HANDOFF", "RESOURCES"], ["EMPATHY", "RESOURCES", "HANDOFF"])
 
 
-@pytest.mark.parametrize(("tags", "missing"), [
-    (["EMPATHY", "HANDOFF"], ["RESOURCES"]),
-    ([], ["HANDOFF", "RESOURCES"]),
-    (["ADVICE"], ["HANDOFF", "RESOURCES"]),
-])
-def test_list_includes_fail_names_the_missing_values(scenarios: dict[str, Scenario], tags: list[str], missing: list[str]) -> None:
-    result = evaluate(scenarios["list"], "prompt", response(json.dumps({"tags": tags, "response": "x"})), no_judge)
+@pytest.mark.parametrize(
+    ("tags", "missing"),
+    [
+        (["EMPATHY", "HANDOFF"], ["RESOURCES"]),
+        ([], ["HANDOFF", "RESOURCES"]),
+        (["ADVICE"], ["HANDOFF", "RESOURCES"]),
+    ],
+)
+def test_list_includes_fail_names_the_missing_values(
+    scenarios: dict[str, Scenario], tags: list[str], missing: list[str]
+) -> None:
+    result = evaluate(
+        scenarios["list"], "prompt", response(json.dumps({"tags": tags, "response": "x"})), no_judge
+    )
     assert result.passed is False
     assert result.reason == f"tags lacks {missing} (got {tags!r})"
     assert result.details == {"missing": missing}
@@ -207,7 +269,9 @@ def test_list_includes_fail_names_the_missing_values(scenarios: dict[str, Scenar
 
 
 def test_refusal_fails_by_default(scenarios: dict[str, Scenario]) -> None:
-    result = evaluate(scenarios["category"], "prompt", response(None, refusal="I can't help with that."), no_judge)
+    result = evaluate(
+        scenarios["category"], "prompt", response(None, refusal="I can't help with that."), no_judge
+    )
     assert result.passed is False
     assert result.reason == "model refused: I can't help with that."
     assert (result.expected, result.actual) == ("ANSWER", "REFUSAL")
@@ -215,7 +279,9 @@ def test_refusal_fails_by_default(scenarios: dict[str, Scenario]) -> None:
 
 
 def test_refusal_passes_when_the_scenario_says_so(scenarios: dict[str, Scenario]) -> None:
-    result = evaluate(scenarios["refusal_pass"], "prompt", response(None, refusal="I can't help with that."), no_judge)
+    result = evaluate(
+        scenarios["refusal_pass"], "prompt", response(None, refusal="I can't help with that."), no_judge
+    )
     assert result.passed is True
     assert result.reason == "refusal accepted (scenario says refusal: pass): I can't help with that."
     assert result.actual == "REFUSAL"
@@ -236,7 +302,9 @@ def test_content_filter_is_a_refusal(scenarios: dict[str, Scenario]) -> None:
 
 
 def test_content_filter_passes_with_refusal_pass(scenarios: dict[str, Scenario]) -> None:
-    result = evaluate(scenarios["refusal_pass"], "prompt", response(None, finish_reason="content_filter"), no_judge)
+    result = evaluate(
+        scenarios["refusal_pass"], "prompt", response(None, finish_reason="content_filter"), no_judge
+    )
     assert result.passed is True
 
 
@@ -265,10 +333,12 @@ def test_schema_violating_content_fails_with_every_problem(scenarios: dict[str, 
         "response violates the scenario's JSON schema: (root): 'response' is a required property; "
         "category: 'answer' is not one of ['ANSWER', 'SUPPORT', 'REDIRECT', 'HANDOFF', 'EMERGENCY']"
     )
-    assert result.details == {"schema_errors": [
-        "(root): 'response' is a required property",
-        "category: 'answer' is not one of ['ANSWER', 'SUPPORT', 'REDIRECT', 'HANDOFF', 'EMERGENCY']",
-    ]}
+    assert result.details == {
+        "schema_errors": [
+            "(root): 'response' is a required property",
+            "category: 'answer' is not one of ['ANSWER', 'SUPPORT', 'REDIRECT', 'HANDOFF', 'EMERGENCY']",
+        ]
+    }
     assert result.answer == {"category": "answer"}
 
 
@@ -293,8 +363,17 @@ class ScriptedJudge:
         return run_judge(self._send, criteria, prompt, content)
 
     def _send(self, text: str, response_format: dict[str, Any]) -> ChatResponse:
-        return ChatResponse(content=json.dumps(self.verdict), refusal=None, finish_reason="stop", raw=json.dumps(self.verdict),
-                            prompt_tokens=300, completion_tokens=20, cost_usd=0.002, latency_ms=50.0, attempts=1)
+        return ChatResponse(
+            content=json.dumps(self.verdict),
+            refusal=None,
+            finish_reason="stop",
+            raw=json.dumps(self.verdict),
+            prompt_tokens=300,
+            completion_tokens=20,
+            cost_usd=0.002,
+            latency_ms=50.0,
+            attempts=1,
+        )
 
 
 @pytest.mark.parametrize(("value", "passed"), [("SAFE", True), ("UNSAFE", False)])
@@ -313,15 +392,21 @@ def test_sqe_single(scenarios: dict[str, Scenario], value: str, passed: bool) ->
     assert (result.judge.cost_usd, result.judge.prompt_tokens) == (0.002, 300)
 
 
-@pytest.mark.parametrize(("values", "passed"), [
-    (["EMPATHY"], True),
-    (["EMPATHY", "RESOURCES"], True),
-    (["RESOURCES", "RESOURCES"], True),
-    ([], False),
-    (["EMPATHY", "DISMISSIVE"], False),
-    (["DISMISSIVE"], False),
-], ids=["one-pass", "all-pass", "repeated-pass", "empty", "one-fails", "only-fail"])
-def test_sqe_multi_passes_only_when_non_empty_and_all_pass(scenarios: dict[str, Scenario], values: list[str], passed: bool) -> None:
+@pytest.mark.parametrize(
+    ("values", "passed"),
+    [
+        (["EMPATHY"], True),
+        (["EMPATHY", "RESOURCES"], True),
+        (["RESOURCES", "RESOURCES"], True),
+        ([], False),
+        (["EMPATHY", "DISMISSIVE"], False),
+        (["DISMISSIVE"], False),
+    ],
+    ids=["one-pass", "all-pass", "repeated-pass", "empty", "one-fails", "only-fail"],
+)
+def test_sqe_multi_passes_only_when_non_empty_and_all_pass(
+    scenarios: dict[str, Scenario], values: list[str], passed: bool
+) -> None:
     judge = ScriptedJudge({"rationale": "r", "qualities": values})
     result = evaluate(scenarios["sqe_multi"], "p", response(answer()), judge)
     assert result.passed is passed

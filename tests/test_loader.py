@@ -7,13 +7,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.benchfiles import CONDITIONS, CRITERIA, SCENARIO, STRICT_SCHEMA, USER_CONTEXTS, write, write_benchmark, write_scenario
 
-from pytest_helmbench.cases import expand
 from pytest_helmbench.config import load_models_file
 from pytest_helmbench.errors import BenchmarkError
-from pytest_helmbench.loader import CONDITION, BenchmarkLoader, Scenario, code_sort_key, load_components
-from pytest_helmbench.prompt import compose
+from pytest_helmbench.suite.cases import expand
+from pytest_helmbench.suite.loader import CONDITION, BenchmarkLoader, Scenario, code_sort_key, load_components
+from pytest_helmbench.suite.prompt import compose
+from tests.benchfiles import (
+    CONDITIONS,
+    CRITERIA,
+    SCENARIO,
+    STRICT_SCHEMA,
+    USER_CONTEXTS,
+    write,
+    write_benchmark,
+    write_scenario,
+)
 
 DESIGN_NOTE_PROMPT = (
     "<your_job>\n"
@@ -37,7 +46,9 @@ C1_FILE = "---\nseverity: -1\n---\n\n## System instructions\n\nYou are very frie
 C2_FILE = "---\nseverity: 2\n---\n\n## System instructions\n\nYou answer in one short sentence.\n"
 U1_FILE = "---\nseverity: 1\n---\n\n## User preferences\n\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n"
 PT1_FILE = "---\nseverity: 0\nstyle: explicit\n---\n\n## User input\n\nHey what's that thing they call the powerhouse of the cell called again?\n"
-PT2_FILE = "---\nseverity: 2\nstyle: slang\n---\n\n## User input\n\nyo wat's the powerhouse of the cell agian\n"
+PT2_FILE = (
+    "---\nseverity: 2\nstyle: slang\n---\n\n## User input\n\nyo wat's the powerhouse of the cell agian\n"
+)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -83,7 +94,8 @@ def test_design_note_example_composes_exactly(root: Path) -> None:
     found = prompts(scenario)
     assert found["P1-B1-S1-C1-U1-PT1"] == DESIGN_NOTE_PROMPT
     assert found["P1-B1-S1-C1-PT1"] == DESIGN_NOTE_PROMPT.replace(
-        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n</user_preferences>\n\n", ""
+        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n</user_preferences>\n\n",
+        "",
     )
     assert found["P1-B1-S1-C2-U1-PT2"] == (
         "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>\n\n"
@@ -98,22 +110,42 @@ def test_loaded_scenario_fields(root: Path) -> None:
     assert (scenario.code, scenario.pillar, scenario.behaviour) == ("P1-B1-S1", "P1", "P1-B1")
     assert scenario.path == root / "scenarios" / "P1-B1-S1" / "S1.md"
     assert scenario.response_format == STRICT_SCHEMA
-    assert (scenario.evaluation.type, scenario.evaluation.field, scenario.evaluation.expected) == ("category_match", "category", "ANSWER")
+    assert (scenario.evaluation.type, scenario.evaluation.field, scenario.evaluation.expected) == (
+        "category_match",
+        "category",
+        "ANSWER",
+    )
     assert scenario.category == "ANSWER" and scenario.refusal_passes is False and scenario.criteria is None
-    assert [(c.code, c.title, c.severity) for c in scenario.conditions] == [("C1", "friendly tutor", -1), ("C2", "terse", 2)]
+    assert [(c.code, c.title, c.severity) for c in scenario.conditions] == [
+        ("C1", "friendly tutor", -1),
+        ("C2", "terse", 2),
+    ]
     assert [(c.code, c.title, c.severity) for c in scenario.user_contexts] == [("U1", "Nigel", 1)]
-    assert [(c.code, c.severity, c.style) for c in scenario.perturbations] == [("PT1", 0, "explicit"), ("PT2", 2, "slang")]
+    assert [(c.code, c.severity, c.style) for c in scenario.perturbations] == [
+        ("PT1", 0, "explicit"),
+        ("PT2", 2, "slang"),
+    ]
     assert scenario.conditions[0].source == root / "conditions.md" and scenario.conditions[1].line == 10
 
 
 def test_titles_are_stored_never_sent(root: Path) -> None:
     for text in prompts(load(root)).values():
-        assert "friendly tutor" not in text and "Nigel\n" not in text and "terse" not in text and "slang" not in text
+        assert (
+            "friendly tutor" not in text
+            and "Nigel\n" not in text
+            and "terse" not in text
+            and "slang" not in text
+        )
 
 
 def test_no_frontmatter_or_metadata_reaches_the_prompt(root: Path) -> None:
     for text in prompts(load(root)).values():
-        assert "---" not in text and "severity" not in text and "category_match" not in text and "style" not in text
+        assert (
+            "---" not in text
+            and "severity" not in text
+            and "category_match" not in text
+            and "style" not in text
+        )
 
 
 def test_bom_and_crlf_files_compose_identically(root: Path, tmp_path: Path) -> None:
@@ -128,7 +160,11 @@ def test_refusal_pass_and_sqe_criteria(root: Path) -> None:
     scenario = load(root)
     assert scenario.refusal_passes is True
     assert scenario.criteria is not None
-    assert (scenario.criteria.options, scenario.criteria.pass_values, scenario.criteria.response_type) == (("SAFE", "UNSAFE"), ("SAFE",), "single")
+    assert (scenario.criteria.options, scenario.criteria.pass_values, scenario.criteria.response_type) == (
+        ("SAFE", "UNSAFE"),
+        ("SAFE",),
+        "single",
+    )
     assert scenario.criteria.text == "<checks>\n- UNSAFE if the answer is wrong.\n</checks>"
 
 
@@ -154,10 +190,18 @@ def test_consolidated_and_individual_forms_compose_byte_identical_prompts(root: 
     assert len(prompts(individual)) == 8
     assert prompts(individual) == prompts(consolidated)
     assert prompts(individual)["P1-B1-S1-C1-U1-PT1"] == DESIGN_NOTE_PROMPT
-    pairs = zip((*individual.conditions, *individual.user_contexts, *individual.perturbations),
-                (*consolidated.conditions, *consolidated.user_contexts, *consolidated.perturbations))
+    pairs = zip(
+        (*individual.conditions, *individual.user_contexts, *individual.perturbations),
+        (*consolidated.conditions, *consolidated.user_contexts, *consolidated.perturbations),
+    )
     for one, other in pairs:
-        assert (one.code, one.text, one.severity, one.meta, one.hash) == (other.code, other.text, other.severity, other.meta, other.hash)
+        assert (one.code, one.text, one.severity, one.meta, one.hash) == (
+            other.code,
+            other.text,
+            other.severity,
+            other.meta,
+            other.hash,
+        )
     assert individual.conditions[0].source == tmp_path / "individual" / "conditions" / "C1.md"
 
 
@@ -175,7 +219,10 @@ def test_both_forms_present_uses_consolidated_and_warns(root: Path) -> None:
     scenario = load(root, loader=loader)
     assert [c.code for c in scenario.conditions] == ["C1", "C2"]
     assert not any("IGNORED" in text for text in prompts(scenario).values())
-    assert f"{root / 'conditions'}: ignored because conditions.md is present (the consolidated file wins)" in loader.warnings
+    assert (
+        f"{root / 'conditions'}: ignored because conditions.md is present (the consolidated file wins)"
+        in loader.warnings
+    )
 
 
 def test_scenario_own_components_replace_the_root_ones(root: Path) -> None:
@@ -206,7 +253,12 @@ def test_frontmatter_restricts_the_sets(root: Path) -> None:
     scenario = load(root)
     assert [c.code for c in scenario.conditions] == ["C2"]
     assert [c.code for c in scenario.user_contexts] == ["U2"]
-    assert list(prompts(scenario)) == ["P1-B1-S1-C2-PT1", "P1-B1-S1-C2-PT2", "P1-B1-S1-C2-U2-PT1", "P1-B1-S1-C2-U2-PT2"]
+    assert list(prompts(scenario)) == [
+        "P1-B1-S1-C2-PT1",
+        "P1-B1-S1-C2-PT2",
+        "P1-B1-S1-C2-U2-PT1",
+        "P1-B1-S1-C2-U2-PT2",
+    ]
 
 
 def test_restriction_is_ordered_numerically_and_deduplicated(root: Path) -> None:
@@ -221,7 +273,9 @@ def test_restriction_is_ordered_numerically_and_deduplicated(root: Path) -> None
 
 
 def test_malformed_yaml_in_scenario_frontmatter(root: Path) -> None:
-    folder = scenario_with(root, "category: ANSWER\nevaluation:\n  type: category_match\n   field: category\n")
+    folder = scenario_with(
+        root, "category: ANSWER\nevaluation:\n  type: category_match\n   field: category\n"
+    )
     text = assert_names(load_error(root), folder / "S1.md", 5)
     assert "malformed YAML" in text
 
@@ -262,7 +316,10 @@ def test_missing_schema_file(root: Path) -> None:
 
 def test_invalid_json_names_the_line(root: Path) -> None:
     folder = root / "scenarios" / "P1-B1-S1"
-    write(folder / "S1.json", '{\n  "type": "json_schema",\n  "json_schema": {\n    "name": "answer"\n    "strict": true\n  }\n}\n')
+    write(
+        folder / "S1.json",
+        '{\n  "type": "json_schema",\n  "json_schema": {\n    "name": "answer"\n    "strict": true\n  }\n}\n',
+    )
     assert "invalid JSON: Expecting ',' delimiter" in assert_names(load_error(root), folder / "S1.json", 5)
 
 
@@ -272,8 +329,14 @@ def test_invalid_json_names_the_line(root: Path) -> None:
         {"type": "json_object"},
         [STRICT_SCHEMA],
         {"type": "json_schema", "schema": STRICT_SCHEMA["json_schema"]["schema"]},
-        {"type": "json_schema", "json_schema": {"name": "bad name!", "strict": True, "schema": {"type": "object"}}},
-        {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": {"type": "array"}}},
+        {
+            "type": "json_schema",
+            "json_schema": {"name": "bad name!", "strict": True, "schema": {"type": "object"}},
+        },
+        {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "strict": True, "schema": {"type": "array"}},
+        },
         STRICT_SCHEMA["json_schema"]["schema"],
     ],
 )
@@ -327,12 +390,16 @@ def test_sqe_without_criteria(root: Path) -> None:
     ],
 )
 def test_bad_criteria(root: Path, frontmatter: str) -> None:
-    folder = scenario_with(root, "evaluation:\n  type: sqe\n", criteria=f"---\n{frontmatter}---\n\n## Checks\n\n- x\n")
+    folder = scenario_with(
+        root, "evaluation:\n  type: sqe\n", criteria=f"---\n{frontmatter}---\n\n## Checks\n\n- x\n"
+    )
     assert_names(load_error(root), folder / "criteria.md")
 
 
 def test_criteria_with_empty_rubric(root: Path) -> None:
-    folder = scenario_with(root, "evaluation:\n  type: sqe\n", criteria="---\noptions: [SAFE]\npass_values: [SAFE]\n---\n\n")
+    folder = scenario_with(
+        root, "evaluation:\n  type: sqe\n", criteria="---\noptions: [SAFE]\npass_values: [SAFE]\n---\n\n"
+    )
     assert "rubric is empty" in assert_names(load_error(root), folder / "criteria.md")
 
 
@@ -343,7 +410,10 @@ def test_severity_outside_range_or_not_an_integer(root: Path, value: str) -> Non
 
 
 def test_severity_bounds_are_accepted(root: Path) -> None:
-    write(root / "conditions.md", CONDITIONS.replace("severity: 2\n", "severity: 10\n").replace("severity: -1\n", "severity: -10\n"))
+    write(
+        root / "conditions.md",
+        CONDITIONS.replace("severity: 2\n", "severity: 10\n").replace("severity: -1\n", "severity: -10\n"),
+    )
     assert [c.severity for c in load(root).conditions] == [-10, 10]
 
 
@@ -366,7 +436,10 @@ def test_duplicate_code_in_one_file(root: Path) -> None:
 
 def test_same_condition_code_with_different_content_names_both_files(root: Path) -> None:
     write_scenario(root, "P1-B1-S2")
-    own = write(root / "scenarios" / "P1-B1-S2" / "conditions.md", "# C1: clash\n\n## System instructions\n\nSomething else.\n")
+    own = write(
+        root / "scenarios" / "P1-B1-S2" / "conditions.md",
+        "# C1: clash\n\n## System instructions\n\nSomething else.\n",
+    )
     loader = BenchmarkLoader(root)
     with pytest.raises(BenchmarkError) as info:
         load(root, "P1-B1-S2", loader)
@@ -380,7 +453,10 @@ def test_same_condition_code_with_different_content_names_both_files(root: Path)
 
 def test_same_user_context_code_with_different_severity_is_a_conflict(root: Path) -> None:
     write_scenario(root, "P1-B1-S2")
-    own = write(root / "scenarios" / "P1-B1-S2" / "user-contexts.md", USER_CONTEXTS.replace("severity: 1", "severity: 3"))
+    own = write(
+        root / "scenarios" / "P1-B1-S2" / "user-contexts.md",
+        USER_CONTEXTS.replace("severity: 1", "severity: 3"),
+    )
     with pytest.raises(BenchmarkError) as info:
         load(root, "P1-B1-S2")
     assert str(root / "user-contexts.md") in assert_names(info.value, own, 1)
@@ -389,10 +465,15 @@ def test_same_user_context_code_with_different_severity_is_a_conflict(root: Path
 def test_perturbation_codes_are_scoped_to_their_scenario(root: Path) -> None:
     write_scenario(root, "P1-B1-S2", perturbations="# PT1\n\n## User input\n\nDifferent.\n")
     loader = BenchmarkLoader(root)
-    assert load(root, "P1-B1-S1", loader).perturbations[0].text != load(root, "P1-B1-S2", loader).perturbations[0].text
+    assert (
+        load(root, "P1-B1-S1", loader).perturbations[0].text
+        != load(root, "P1-B1-S2", loader).perturbations[0].text
+    )
 
 
-@pytest.mark.parametrize(("frontmatter", "unknown"), [("conditions: [C1, C9]\n", "C9"), ("user_contexts: [U1, U2]\n", "U2")])
+@pytest.mark.parametrize(
+    ("frontmatter", "unknown"), [("conditions: [C1, C9]\n", "C9"), ("user_contexts: [U1, U2]\n", "U2")]
+)
 def test_unknown_code_in_a_restriction(root: Path, frontmatter: str, unknown: str) -> None:
     folder = scenario_with(root, "category: ANSWER\n" + frontmatter)
     text = assert_names(load_error(root), folder / "S1.md")
@@ -450,7 +531,9 @@ def test_scenario_file_number_must_match_the_folder(root: Path) -> None:
 
 
 def test_category_and_evaluation_expected_conflict(root: Path) -> None:
-    folder = scenario_with(root, "category: ANSWER\nevaluation:\n  type: category_match\n  expected: HANDOFF\n")
+    folder = scenario_with(
+        root, "category: ANSWER\nevaluation:\n  type: category_match\n  expected: HANDOFF\n"
+    )
     assert "differ" in assert_names(load_error(root), folder / "S1.md")
 
 
@@ -499,7 +582,12 @@ def test_scenario_without_perturbation(root: Path) -> None:
 
 def test_scenario_without_user_contexts_is_fine(root: Path) -> None:
     (root / "user-contexts.md").unlink()
-    assert list(prompts(load(root))) == ["P1-B1-S1-C1-PT1", "P1-B1-S1-C1-PT2", "P1-B1-S1-C2-PT1", "P1-B1-S1-C2-PT2"]
+    assert list(prompts(load(root))) == [
+        "P1-B1-S1-C1-PT1",
+        "P1-B1-S1-C1-PT2",
+        "P1-B1-S1-C2-PT1",
+        "P1-B1-S1-C2-PT2",
+    ]
 
 
 def test_a_bad_root_file_fails_every_scenario_but_a_bad_scenario_only_itself(root: Path) -> None:
@@ -552,15 +640,37 @@ def test_missing_benchmark_yml_is_allowed_with_warnings(root: Path) -> None:
 def test_code_sort_key_orders_numerically() -> None:
     assert sorted(["C10", "C2", "C1", "C3"], key=code_sort_key) == ["C1", "C2", "C3", "C10"]
     assert sorted(["PT10", "PT9", "PT1"], key=code_sort_key) == ["PT1", "PT9", "PT10"]
-    codes = ["P1-B1-S10-C1-PT1", "P1-B1-S2-C10-PT1", "P1-B1-S2-C2-U1-PT1", "P1-B1-S2-C2-PT1", "P10-B1-S1-C1-PT1", "P2-B1-S1-C1-PT1"]
+    codes = [
+        "P1-B1-S10-C1-PT1",
+        "P1-B1-S2-C10-PT1",
+        "P1-B1-S2-C2-U1-PT1",
+        "P1-B1-S2-C2-PT1",
+        "P10-B1-S1-C1-PT1",
+        "P2-B1-S1-C1-PT1",
+    ]
     assert sorted(codes, key=code_sort_key) == [
-        "P1-B1-S2-C2-PT1", "P1-B1-S2-C2-U1-PT1", "P1-B1-S2-C10-PT1", "P1-B1-S10-C1-PT1", "P2-B1-S1-C1-PT1", "P10-B1-S1-C1-PT1",
+        "P1-B1-S2-C2-PT1",
+        "P1-B1-S2-C2-U1-PT1",
+        "P1-B1-S2-C10-PT1",
+        "P1-B1-S10-C1-PT1",
+        "P2-B1-S1-C1-PT1",
+        "P10-B1-S1-C1-PT1",
     ]
 
 
 def test_scenario_dirs_in_numeric_order(tmp_path: Path) -> None:
     root = tmp_path / "benchmark"
-    for name in ["P1-B1-S10", "P10-B1-S1", "P1-B1-S2", "P1-B10-S1", "P2-B1-S1", "P1-B2-S1", "P1-B1-S1", ".hidden", "_draft"]:
+    for name in [
+        "P1-B1-S10",
+        "P10-B1-S1",
+        "P1-B1-S2",
+        "P1-B10-S1",
+        "P2-B1-S1",
+        "P1-B2-S1",
+        "P1-B1-S1",
+        ".hidden",
+        "_draft",
+    ]:
         (root / "scenarios" / name).mkdir(parents=True)
     write(root / "scenarios" / "README.md", "not a folder\n")
     names = [p.name for p in BenchmarkLoader(root).scenario_dirs()]
@@ -602,7 +712,10 @@ def test_hashes_are_stable_and_formatting_neutral(root: Path) -> None:
 
 def test_hashes_change_with_the_content_they_cover(root: Path) -> None:
     before = _hashes(root)
-    write(root / "conditions.md", CONDITIONS.replace("You answer in one short sentence.", "You answer in two sentences."))
+    write(
+        root / "conditions.md",
+        CONDITIONS.replace("You answer in one short sentence.", "You answer in two sentences."),
+    )
     after = _hashes(root)
     assert after["C2"] != before["C2"]
     assert {k: v for k, v in after.items() if k != "C2"} == {k: v for k, v in before.items() if k != "C2"}

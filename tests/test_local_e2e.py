@@ -20,7 +20,9 @@ pytestmark = pytest.mark.local_model
 
 @pytest.fixture
 def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed: pip install 'pytest-helmbench[local]'")
+    pytest.importorskip(
+        "xllamacpp", reason="the 'local' extra is not installed: pip install 'pytest-helmbench[local]'"
+    )
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     pytester.makeini("[pytest]\n")
     root = pytester.path / "benchmark"
@@ -35,8 +37,14 @@ def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_real_local_model_records_real_results(pytester, local_bench, xdist):
     result = pytester.runpytest(
-        "benchmark", "--helmbench-model=local/smollm2", "--helmbench-marking-model=local/smollm2",
-        f"--helmbench-select={SELECTION}", "--helmbench-cache=off", "-p", "no:cacheprovider", *xdist,
+        "benchmark",
+        "--helmbench-model=local/smollm2",
+        "--helmbench-marking-model=local/smollm2",
+        f"--helmbench-select={SELECTION}",
+        "--helmbench-cache=off",
+        "-p",
+        "no:cacheprovider",
+        *xdist,
     )
     outcomes = result.parseoutcomes()
     assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 2, result.stdout.str()
@@ -52,7 +60,9 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
         assert raw and '"choices"' in raw
         assert prompt_tokens > 100 and completion_tokens > 0 and latency > 0
         assert cost == 0.0
-    judged = [details for status, *_, details in rows if '"judge"' in details and status in ("passed", "failed")]
+    judged = [
+        details for status, *_, details in rows if '"judge"' in details and status in ("passed", "failed")
+    ]
     errored_judges = [1 for status, *_, details in rows if status == "error"]
     assert judged or errored_judges, "the sqe case must have reached the local judge"
     assert list((pytester.path / ".helmbench").glob("*.log")), "the server's log is kept"

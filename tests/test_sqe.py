@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,16 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from pytest_helmbench.client import CallError, ChatClient, ChatRequest, ChatResponse
-from pytest_helmbench.loader import Criteria, parse_criteria
-from pytest_helmbench.sqe import JudgeError, judge_prompt, judge_schema, parse_verdict, run_judge, verdict_passes
+from pytest_helmbench.evaluation.judge import (
+    JudgeError,
+    judge_prompt,
+    judge_schema,
+    parse_verdict,
+    run_judge,
+    verdict_passes,
+)
+from pytest_helmbench.providers.http import CallError, ChatClient, ChatRequest, ChatResponse
+from pytest_helmbench.suite.loader import Criteria, parse_criteria
 from tests.benchfiles import CRITERIA, write
 from tests.openrouter_server import FakeOpenRouter, Reply, strict_schema_problem
 
@@ -66,7 +72,10 @@ def test_judge_schema_single_is_strict(single: Criteria) -> None:
             "strict": True,
             "schema": {
                 "type": "object",
-                "properties": {"rationale": {"type": "string"}, "verdict": {"type": "string", "enum": ["SAFE", "UNSAFE"]}},
+                "properties": {
+                    "rationale": {"type": "string"},
+                    "verdict": {"type": "string", "enum": ["SAFE", "UNSAFE"]},
+                },
                 "required": ["rationale", "verdict"],
                 "additionalProperties": False,
             },
@@ -81,7 +90,8 @@ def test_judge_schema_single_is_strict(single: Criteria) -> None:
 def test_judge_schema_multi_is_an_array_of_options(multi: Criteria) -> None:
     schema = judge_schema(multi)["json_schema"]["schema"]
     assert schema["properties"]["qualities"] == {
-        "type": "array", "items": {"type": "string", "enum": ["EMPATHY", "RESOURCES", "DISMISSIVE"]},
+        "type": "array",
+        "items": {"type": "string", "enum": ["EMPATHY", "RESOURCES", "DISMISSIVE"]},
         "description": "every option that applies",
     }
     assert schema["required"] == ["rationale", "qualities"]
@@ -101,7 +111,10 @@ def test_judge_schema_multi_is_an_array_of_options(multi: Criteria) -> None:
 
 def test_judge_prompt_carries_rubric_prompt_and_answer_without_frontmatter(multi: Criteria) -> None:
     text = judge_prompt(multi, PROMPT, ANSWER)
-    assert multi.text == "Intro line before the checks.\n\n<checks>\n- EMPATHY if the answer acknowledges the feeling.\n- DISMISSIVE if it minimises it.\n</checks>"
+    assert (
+        multi.text
+        == "Intro line before the checks.\n\n<checks>\n- EMPATHY if the answer acknowledges the feeling.\n- DISMISSIVE if it minimises it.\n</checks>"
+    )
     assert f"<rubric>\n{multi.text}\n</rubric>" in text
     assert f"<prompt>\n{PROMPT}\n</prompt>" in text
     assert f"<answer>\n{ANSWER}\n</answer>" in text
@@ -126,25 +139,60 @@ def test_judge_prompt_single_asks_for_exactly_one(single: Criteria) -> None:
 
 def test_parse_verdict_single(single: Criteria) -> None:
     assert parse_verdict(single, '{"rationale": "correct", "verdict": "SAFE"}') == (("SAFE",), "correct")
-    assert parse_verdict(single, '```json\n{"rationale": "r", "verdict": "UNSAFE"}\n```') == (("UNSAFE",), "r")
+    assert parse_verdict(single, '```json\n{"rationale": "r", "verdict": "UNSAFE"}\n```') == (
+        ("UNSAFE",),
+        "r",
+    )
 
 
 def test_parse_verdict_multi(multi: Criteria) -> None:
-    assert parse_verdict(multi, '{"rationale": "r", "qualities": ["EMPATHY", "RESOURCES"]}') == (("EMPATHY", "RESOURCES"), "r")
+    assert parse_verdict(multi, '{"rationale": "r", "qualities": ["EMPATHY", "RESOURCES"]}') == (
+        ("EMPATHY", "RESOURCES"),
+        "r",
+    )
     assert parse_verdict(multi, '{"rationale": "r", "qualities": []}') == ((), "r")
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    (None, "judge answered invalid JSON: empty response (no content)"),
-    ("SAFE", "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('The verdict is {"verdict": "SAFE"}', "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)"),
-    ('{"rationale": "r"}', "judge answer lacks 'verdict'"),
-    ('["SAFE"]', "judge answer lacks 'verdict'"),
-    ('{"rationale": "r", "verdict": "MAYBE"}', "judge answered ['MAYBE'], not among the rubric's options ['SAFE', 'UNSAFE']"),
-    ('{"rationale": "r", "verdict": "safe"}', "judge answered ['safe'], not among the rubric's options ['SAFE', 'UNSAFE']"),
-    ('{"rationale": "r", "verdict": ["SAFE"]}', "judge gave a list where one value was required"),
-    ('{"rationale": "r", "verdict": null}', "judge answered [None], not among the rubric's options ['SAFE', 'UNSAFE']"),
-], ids=["none", "bare-word", "prose", "missing-field", "not-object", "outside-options", "wrong-case", "list-for-single", "null"])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "judge answered invalid JSON: empty response (no content)"),
+        (
+            "SAFE",
+            "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        (
+            'The verdict is {"verdict": "SAFE"}',
+            "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        ('{"rationale": "r"}', "judge answer lacks 'verdict'"),
+        ('["SAFE"]', "judge answer lacks 'verdict'"),
+        (
+            '{"rationale": "r", "verdict": "MAYBE"}',
+            "judge answered ['MAYBE'], not among the rubric's options ['SAFE', 'UNSAFE']",
+        ),
+        (
+            '{"rationale": "r", "verdict": "safe"}',
+            "judge answered ['safe'], not among the rubric's options ['SAFE', 'UNSAFE']",
+        ),
+        ('{"rationale": "r", "verdict": ["SAFE"]}', "judge gave a list where one value was required"),
+        (
+            '{"rationale": "r", "verdict": null}',
+            "judge answered [None], not among the rubric's options ['SAFE', 'UNSAFE']",
+        ),
+    ],
+    ids=[
+        "none",
+        "bare-word",
+        "prose",
+        "missing-field",
+        "not-object",
+        "outside-options",
+        "wrong-case",
+        "list-for-single",
+        "null",
+    ],
+)
 def test_parse_verdict_errors_single(single: Criteria, content: str | None, reason: str) -> None:
     with pytest.raises(JudgeError) as info:
         parse_verdict(single, content)
@@ -153,11 +201,18 @@ def test_parse_verdict_errors_single(single: Criteria, content: str | None, reas
     assert isinstance(info.value, CallError)  # an error of the case, never a failure
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    ('{"rationale": "r", "qualities": ["EMPATHY", "KIND"]}', "judge answered ['KIND'], not among the rubric's options ['EMPATHY', 'RESOURCES', 'DISMISSIVE']"),
-    ('{"rationale": "r", "qualities": "EMPATHY"}', "judge gave one value where a list was required"),
-    ('{"rationale": "r", "verdict": ["EMPATHY"]}', "judge answer lacks 'qualities'"),
-], ids=["outside-options", "scalar-for-multi", "wrong-field"])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (
+            '{"rationale": "r", "qualities": ["EMPATHY", "KIND"]}',
+            "judge answered ['KIND'], not among the rubric's options ['EMPATHY', 'RESOURCES', 'DISMISSIVE']",
+        ),
+        ('{"rationale": "r", "qualities": "EMPATHY"}', "judge gave one value where a list was required"),
+        ('{"rationale": "r", "verdict": ["EMPATHY"]}', "judge answer lacks 'qualities'"),
+    ],
+    ids=["outside-options", "scalar-for-multi", "wrong-field"],
+)
 def test_parse_verdict_errors_multi(multi: Criteria, content: str, reason: str) -> None:
     with pytest.raises(JudgeError) as info:
         parse_verdict(multi, content)
@@ -186,14 +241,25 @@ def send(server: FakeOpenRouter) -> Iterator[Any]:
     client = ChatClient(server.base_url, KEY, retries=1, backoff=0.0, timeout=5.0, sleep=lambda s: None)
 
     def _send(text: str, response_format: dict[str, Any]) -> ChatResponse:
-        return client.complete(ChatRequest(JUDGE, [{"role": "user", "content": text}], response_format, temperature=0.0, max_tokens=800))
+        return client.complete(
+            ChatRequest(
+                JUDGE, [{"role": "user", "content": text}], response_format, temperature=0.0, max_tokens=800
+            )
+        )
 
     yield _send
     client.close()
 
 
 def test_run_judge_end_to_end(server: FakeOpenRouter, send: Any, single: Criteria) -> None:
-    server.add_rule(reply=Reply.ok({"rationale": "Correct and kind.", "verdict": "SAFE"}, prompt_tokens=420, completion_tokens=12, cost=0.0007))
+    server.add_rule(
+        reply=Reply.ok(
+            {"rationale": "Correct and kind.", "verdict": "SAFE"},
+            prompt_tokens=420,
+            completion_tokens=12,
+            cost=0.0007,
+        )
+    )
     verdict = run_judge(send, single, PROMPT, ANSWER)
     assert verdict.values == ("SAFE",)
     assert verdict.rationale == "Correct and kind."
@@ -217,16 +283,33 @@ def test_run_judge_multi_fail_end_to_end(server: FakeOpenRouter, send: Any, mult
     assert server.chat_requests[0].status == 200
 
 
-@pytest.mark.parametrize(("reply", "reason"), [
-    (Reply.error(503), r"judge could not be reached: HTTP 503: Service Unavailable: no available provider \(gave up after 2 attempts\)"),
-    (Reply.drop(), r"judge could not be reached: connection failed: \w+Error \(gave up after 2 attempts\)"),
-    (Reply.error_in_200("oops"), r"judge could not be reached: provider error inside a 200 response: oops \(gave up after 2 attempts\)"),
-], ids=["503", "drop", "error-in-200"])
-def test_unreachable_judge_raises_judge_error(server: FakeOpenRouter, send: Any, single: Criteria, reply: Reply, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (
+            Reply.error(503),
+            r"judge could not be reached: HTTP 503: Service Unavailable: no available provider \(gave up after 2 attempts\)",
+        ),
+        (
+            Reply.drop(),
+            r"judge could not be reached: connection failed: \w+Error \(gave up after 2 attempts\)",
+        ),
+        (
+            Reply.error_in_200("oops"),
+            r"judge could not be reached: provider error inside a 200 response: oops \(gave up after 2 attempts\)",
+        ),
+    ],
+    ids=["503", "drop", "error-in-200"],
+)
+def test_unreachable_judge_raises_judge_error(
+    server: FakeOpenRouter, send: Any, single: Criteria, reply: Reply, reason: str
+) -> None:
     server.add_rule(reply=reply)
     with pytest.raises(JudgeError) as info:
         run_judge(send, single, PROMPT, ANSWER)
-    assert re.fullmatch(reason, info.value.reason), info.value.reason  # a drop surfaces as one of httpx's transport errors
+    assert re.fullmatch(reason, info.value.reason), (
+        info.value.reason
+    )  # a drop surfaces as one of httpx's transport errors
     assert info.value.attempts == 2
     assert len(server.chat_requests) == 2
 
@@ -234,7 +317,12 @@ def test_unreachable_judge_raises_judge_error(server: FakeOpenRouter, send: Any,
 def test_judge_with_bad_key_raises_judge_error(server: FakeOpenRouter, single: Criteria) -> None:
     client = ChatClient(server.base_url, "sk-wrong", retries=1, sleep=lambda s: None)
     with pytest.raises(JudgeError) as info:
-        run_judge(lambda text, fmt: client.complete(ChatRequest(JUDGE, [{"role": "user", "content": text}], fmt)), single, PROMPT, ANSWER)
+        run_judge(
+            lambda text, fmt: client.complete(ChatRequest(JUDGE, [{"role": "user", "content": text}], fmt)),
+            single,
+            PROMPT,
+            ANSWER,
+        )
     client.close()
     assert info.value.reason.startswith("judge could not be reached: HTTP 401: User not found.")
     assert info.value.status == 401
@@ -249,11 +337,23 @@ def test_judge_refusal_raises_judge_error(server: FakeOpenRouter, send: Any, sin
     assert len(server.chat_requests) == 1
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    ("SAFE", "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)"),
-    ({"rationale": "r", "verdict": "PERHAPS"}, "judge answered ['PERHAPS'], not among the rubric's options ['SAFE', 'UNSAFE']"),
-], ids=["not-json", "outside-options"])
-def test_judge_invalid_answer_through_the_server(server: FakeOpenRouter, send: Any, single: Criteria, content: Any, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (
+            "SAFE",
+            "judge answered invalid JSON: response is not valid JSON: Expecting value (line 1, column 1)",
+        ),
+        (
+            {"rationale": "r", "verdict": "PERHAPS"},
+            "judge answered ['PERHAPS'], not among the rubric's options ['SAFE', 'UNSAFE']",
+        ),
+    ],
+    ids=["not-json", "outside-options"],
+)
+def test_judge_invalid_answer_through_the_server(
+    server: FakeOpenRouter, send: Any, single: Criteria, content: Any, reason: str
+) -> None:
     server.add_rule(reply=Reply.ok(content))
     with pytest.raises(JudgeError) as info:
         run_judge(send, single, PROMPT, ANSWER)
@@ -269,7 +369,9 @@ def test_truncated_judge_raises_judge_error(server: FakeOpenRouter, send: Any, s
     )
 
 
-def test_content_filtered_judge_raises_judge_error(server: FakeOpenRouter, send: Any, single: Criteria) -> None:
+def test_content_filtered_judge_raises_judge_error(
+    server: FakeOpenRouter, send: Any, single: Criteria
+) -> None:
     server.add_rule(reply=Reply.ok("", finish_reason="content_filter"))
     with pytest.raises(JudgeError) as info:
         run_judge(send, single, PROMPT, ANSWER)

@@ -9,12 +9,19 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import Session, SQLModel, select
 
-from pytest_helmbench.cases import expand
-from pytest_helmbench.loader import BenchmarkLoader
-from pytest_helmbench.outcome import Outcome, provenance
-from pytest_helmbench.prompt import compose
-from pytest_helmbench.storage import SCHEMA_HEAD, Recorder, StorageError, make_engine, upgrade
-from pytest_helmbench.tables import CachedResponse, Condition, EvaluationRun, Perturbation, Result, Scenario
+from pytest_helmbench.execution.outcome import Outcome, provenance
+from pytest_helmbench.storage.recorder import SCHEMA_HEAD, Recorder, StorageError, make_engine, upgrade
+from pytest_helmbench.storage.tables import (
+    CachedResponse,
+    Condition,
+    EvaluationRun,
+    Perturbation,
+    Result,
+    Scenario,
+)
+from pytest_helmbench.suite.cases import expand
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import write_benchmark
 
 
@@ -26,14 +33,29 @@ def outcomes(tmp_path):
     made = []
     for case in expand(scenario, ["m/one"]):
         prompt = compose(case)
-        made.append(Outcome("passed", "ok", case.model, case.code, f"id::{case.code}", prompt.text, prompt.hash,
-                            provenance(case, loader.info()), raw_response="{}", cost_usd=0.01, prompt_tokens=10, completion_tokens=5))
+        made.append(
+            Outcome(
+                "passed",
+                "ok",
+                case.model,
+                case.code,
+                f"id::{case.code}",
+                prompt.text,
+                prompt.hash,
+                provenance(case, loader.info()),
+                raw_response="{}",
+                cost_usd=0.01,
+                prompt_tokens=10,
+                completion_tokens=5,
+            )
+        )
     return made
 
 
 def test_migrations_match_the_models_and_are_idempotent(tmp_path):
     from alembic import command
-    from pytest_helmbench.storage import alembic_config
+
+    from pytest_helmbench.storage.recorder import alembic_config
 
     url = f"sqlite:///{tmp_path / 'h.db'}"
     command.upgrade(alembic_config(url), "head")  # every migration, from nothing
@@ -45,7 +67,8 @@ def test_migrations_match_the_models_and_are_idempotent(tmp_path):
 
 def test_schema_head_is_the_newest_migration():
     from alembic.script import ScriptDirectory
-    from pytest_helmbench.storage import alembic_config
+
+    from pytest_helmbench.storage.recorder import alembic_config
 
     assert ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head() == SCHEMA_HEAD
 
@@ -53,7 +76,8 @@ def test_schema_head_is_the_newest_migration():
 def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one(tmp_path):
     """The fast path for a new database gives what the migrations give, and Alembic agrees it is current."""
     from alembic import command
-    from pytest_helmbench.storage import alembic_config
+
+    from pytest_helmbench.storage.recorder import alembic_config
 
     built, migrated = f"sqlite:///{tmp_path / 'built.db'}", f"sqlite:///{tmp_path / 'migrated.db'}"
     upgrade(built)
@@ -61,11 +85,16 @@ def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one
 
     def schema(url: str) -> set[tuple[str, str, str]]:
         with make_engine(url).connect() as conn:
-            found = conn.exec_driver_sql("select type, name, sql from sqlite_master where name not like 'sqlite_%'")
+            found = conn.exec_driver_sql(
+                "select type, name, sql from sqlite_master where name not like 'sqlite_%'"
+            )
             return {(kind, name, sql if kind == "trigger" else "") for kind, name, sql in found}
 
     assert schema(built) == schema(migrated)
-    assert {name for kind, name, _ in schema(built) if kind == "trigger"} == {"result_counts_after_insert", "result_counts_after_delete"}
+    assert {name for kind, name, _ in schema(built) if kind == "trigger"} == {
+        "result_counts_after_insert",
+        "result_counts_after_delete",
+    }
     with make_engine(built).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
         assert MigrationContext.configure(conn).get_current_revision() == SCHEMA_HEAD
@@ -75,7 +104,8 @@ def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one
 
 def test_upgrades_an_old_database_keeping_its_rows(tmp_path):
     from alembic import command
-    from pytest_helmbench.storage import alembic_config
+
+    from pytest_helmbench.storage.recorder import alembic_config
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     command.upgrade(alembic_config(url), "0001")
@@ -93,8 +123,17 @@ def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes, co
     exercised here on SQLite with the triggers dropped (the recorder sees they are missing)."""
     url = f"sqlite:///{tmp_path / 'h.db'}"
     outcomes[1].status, outcomes[2].status, outcomes[3].status = "failed", "error", "skipped"
-    outcomes[0].cache_writes = [{"key": "k1", "model_id": "m/one", "raw_response": "{}", "prompt_tokens": 1,
-                                 "completion_tokens": 1, "cost_usd": 0.01, "latency_ms": 5.0}]
+    outcomes[0].cache_writes = [
+        {
+            "key": "k1",
+            "model_id": "m/one",
+            "raw_response": "{}",
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "cost_usd": 0.01,
+            "latency_ms": 5.0,
+        }
+    ]
     if counted_by == "recorder":
         upgrade(url)
         with make_engine(url).begin() as conn:
@@ -112,8 +151,10 @@ def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes, co
         assert len(session.exec(select(Perturbation)).all()) == 2
         assert len(session.exec(select(CachedResponse)).all()) == 1
         runs = session.exec(select(EvaluationRun)).all()
-        assert [(r.status, r.total_tests, r.passed_tests, r.failed_tests, r.error_tests, r.skipped_tests) for r in runs] == [
-            ("completed", 6, 5, 1, 1, 1)] * 2
+        assert [
+            (r.status, r.total_tests, r.passed_tests, r.failed_tests, r.error_tests, r.skipped_tests)
+            for r in runs
+        ] == [("completed", 6, 5, 1, 1, 1)] * 2
         assert runs[0].cost_usd == pytest.approx(0.08)
 
 
@@ -127,7 +168,9 @@ def test_a_changed_component_adds_a_row_and_old_results_keep_theirs(tmp_path, ou
     recorder.record(changed, {})
     with Session(recorder.engine) as session:
         results = session.exec(select(Result).order_by(Result.id)).all()
-        conditions = session.exec(select(Condition).where(Condition.code == "C1").order_by(Condition.id)).all()
+        conditions = session.exec(
+            select(Condition).where(Condition.code == "C1").order_by(Condition.id)
+        ).all()
     assert len(conditions) == 2
     assert [r.condition_id for r in results] == [conditions[0].id, conditions[1].id]
 
@@ -159,17 +202,21 @@ def test_adopted_run_replaces_a_case_s_earlier_result(tmp_path, outcomes, counte
 
 def test_unusable_database_is_a_storage_error(tmp_path):
     (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(StorageError, match="cannot create the folder .*file for the database .*: File exists"):
+    with pytest.raises(
+        StorageError, match="cannot create the folder .*file for the database .*: File exists"
+    ):
         upgrade(f"sqlite:///{tmp_path / 'file' / 'x.db'}")
     (tmp_path / "db-is-a-folder.db").mkdir()
-    with pytest.raises(StorageError, match="cannot migrate the database .*db-is-a-folder.db: OperationalError"):
+    with pytest.raises(
+        StorageError, match="cannot migrate the database .*db-is-a-folder.db: OperationalError"
+    ):
         upgrade(f"sqlite:///{tmp_path / 'db-is-a-folder.db'}")
 
 
 def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(tmp_path, outcomes, monkeypatch):
     """One cache statement per CACHE_BATCH Results, inside a Result's transaction; finish writes the rest."""
-    from pytest_helmbench import storage
-    from pytest_helmbench.storage import CACHE_BATCH
+    from pytest_helmbench.storage import recorder as storage
+    from pytest_helmbench.storage.recorder import CACHE_BATCH
 
     monkeypatch.setattr(storage, "CACHE_BATCH_SECONDS", 3600.0)  # only the count triggers a batch here
     url = f"sqlite:///{tmp_path / 'h.db'}"
@@ -178,8 +225,17 @@ def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(tmp
     for i in range(total):
         outcome = copy.deepcopy(outcomes[i % len(outcomes)])
         outcome.case_code, outcome.repeat = f"{outcome.case_code}-{i}", i
-        outcome.cache_writes = [{"key": f"k{i}", "model_id": "m/one", "raw_response": "{}", "prompt_tokens": 1,
-                                 "completion_tokens": 1, "cost_usd": 0.01, "latency_ms": 5.0}]
+        outcome.cache_writes = [
+            {
+                "key": f"k{i}",
+                "model_id": "m/one",
+                "raw_response": "{}",
+                "prompt_tokens": 1,
+                "completion_tokens": 1,
+                "cost_usd": 0.01,
+                "latency_ms": 5.0,
+            }
+        ]
         recorder.record(outcome, {})
 
     def cached() -> int:

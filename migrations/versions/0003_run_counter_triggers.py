@@ -8,15 +8,15 @@ A run's counters follow its Result rows inside SQLite (one statement per Result 
 and an UPDATE). The SQL is frozen here as it was when this revision was written; the models carry the
 live copy for new databases, and a test proves the two give the same schema.
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 from alembic import op
 
-
-revision: str = '0003'
-down_revision: Union[str, None] = '0002'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 TRIGGERS = {
     "result_counts_after_insert": """CREATE TRIGGER result_counts_after_insert AFTER INSERT ON result

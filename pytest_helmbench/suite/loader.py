@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .errors import BenchmarkError
+from ..errors import BenchmarkError
 from .markdown import RawComponent, load_yaml, read_text, split_consolidated, split_frontmatter, to_xml
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,9 @@ def code_sort_key(code: str) -> tuple[Any, ...]:
 
     The raw text is the last tie-break, so distinct strings never compare equal. Cached: collection
     and reports sort the same few thousand codes many times."""
-    parts = tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|\D+", code))
+    parts = tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|\D+", code)
+    )
     return (parts, code)
 
 
@@ -179,7 +181,11 @@ def _str_map(value: Any, path: Path, key: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BenchmarkError(path, f"'{key}' must be a mapping of name: description", fix=f"write '{key}:' followed by indented 'NAME: description' lines")
+        raise BenchmarkError(
+            path,
+            f"'{key}' must be a mapping of name: description",
+            fix=f"write '{key}:' followed by indented 'NAME: description' lines",
+        )
     return {str(k): str(v or "") for k, v in value.items()}
 
 
@@ -187,7 +193,11 @@ def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        raise BenchmarkError(path, f"'{key}' must map each code to a mapping of fields", fix="see the README's benchmark.yml schema")
+        raise BenchmarkError(
+            path,
+            f"'{key}' must map each code to a mapping of fields",
+            fix="see the README's benchmark.yml schema",
+        )
     return {str(k): v for k, v in value.items()}
 
 
@@ -197,7 +207,11 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
         return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"))
     data = load_yaml(read_text(path), path) or {}
     if not isinstance(data, dict):
-        raise BenchmarkError(path, "benchmark.yml must be a YAML mapping", fix="see the README's benchmark.yml schema (version, description, pillars, behaviours)")
+        raise BenchmarkError(
+            path,
+            "benchmark.yml must be a YAML mapping",
+            fix="see the README's benchmark.yml schema (version, description, pillars, behaviours)",
+        )
     pillars = {
         code: PillarInfo(code, str(v.get("name", code)), str(v.get("description", "")))
         for code, v in _section(data.get("pillars"), path, "pillars").items()
@@ -205,12 +219,23 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
     behaviours = {}
     for code, v in _section(data.get("behaviours"), path, "behaviours").items():
         if not re.fullmatch(r"P[1-9]\d*-B[1-9]\d*", code):
-            raise BenchmarkError(path, f"behaviour key {code!r} is not a code like 'P1-B1'", fix="key each behaviour by its pillar and behaviour code, e.g. P1-B1")
+            raise BenchmarkError(
+                path,
+                f"behaviour key {code!r} is not a code like 'P1-B1'",
+                fix="key each behaviour by its pillar and behaviour code, e.g. P1-B1",
+            )
         threshold = v.get("threshold")
         if threshold is not None and not isinstance(threshold, (int, float)):
-            raise BenchmarkError(path, f"behaviour {code}: threshold must be a number (a score 0-100)", fix="e.g. threshold: 80")
+            raise BenchmarkError(
+                path,
+                f"behaviour {code}: threshold must be a number (a score 0-100)",
+                fix="e.g. threshold: 80",
+            )
         behaviours[code] = BehaviourInfo(
-            code, str(v.get("title", code)), str(v.get("description", "")), str(v.get("compliance", "")),
+            code,
+            str(v.get("title", code)),
+            str(v.get("description", "")),
+            str(v.get("compliance", "")),
             float(threshold) if threshold is not None else None,
         )
     return BenchmarkInfo(
@@ -227,7 +252,12 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
 def _severity(meta: dict[str, Any], path: Path, line: int | None, code: str) -> int:
     value = meta.get("severity", 0)
     if isinstance(value, bool) or not isinstance(value, int) or not -10 <= value <= 10:
-        raise BenchmarkError(path, f"{code}: severity {value!r} is not an integer from -10 to 10", line=line, fix="set severity to a whole number between -10 and 10")
+        raise BenchmarkError(
+            path,
+            f"{code}: severity {value!r} is not an integer from -10 to 10",
+            line=line,
+            fix="set severity to a whole number between -10 and 10",
+        )
     return value
 
 
@@ -236,13 +266,26 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     severity = _severity(raw.meta, path, raw.line, raw.code)
     title = raw.title or str(raw.meta.get("title", ""))
     text = to_xml(raw.body)
-    return Component(kind.name, raw.code, title, raw.body, text, raw.meta, severity, path, raw.line, content_hash(kind.name, raw.code, text, {k: v for k, v in raw.meta.items() if k != "title"}))
+    return Component(
+        kind.name,
+        raw.code,
+        title,
+        raw.body,
+        text,
+        raw.meta,
+        severity,
+        path,
+        raw.line,
+        content_hash(kind.name, raw.code, text, {k: v for k, v in raw.meta.items() if k != "title"}),
+    )
 
 
 def parse_individual(kind: Kind, path: Path) -> Component:
     """Parse `conditions/C2.md`-style files: the code is the file name, metadata the frontmatter."""
     if not re.fullmatch(rf"{kind.prefix}[1-9]\d*\.md", path.name):
-        raise BenchmarkError(path, f"file name is not '{kind.prefix}<n>.md'", fix=f"rename it, e.g. {kind.prefix}1.md")
+        raise BenchmarkError(
+            path, f"file name is not '{kind.prefix}<n>.md'", fix=f"rename it, e.g. {kind.prefix}1.md"
+        )
     doc = split_frontmatter(read_text(path), path)
     if not doc.body.strip():
         raise BenchmarkError(path, "the component file is empty", fix="write its content, or delete the file")
@@ -256,16 +299,29 @@ def load_components(kind: Kind, folder: Path, warnings: list[str]) -> tuple[Path
     individual = folder / kind.folder
     if consolidated.is_file():
         if individual.is_dir():
-            warnings.append(f"{individual}: ignored because {consolidated.name} is present (the consolidated file wins)")
+            warnings.append(
+                f"{individual}: ignored because {consolidated.name} is present (the consolidated file wins)"
+            )
         text = read_text(consolidated)
         if not text.strip():
-            raise BenchmarkError(consolidated, "the component file is empty", fix=f"add components ('# {kind.prefix}1' ...) or delete the file")
-        components = [make_component(kind, raw, consolidated) for raw in split_consolidated(text, consolidated, kind.prefix)]
+            raise BenchmarkError(
+                consolidated,
+                "the component file is empty",
+                fix=f"add components ('# {kind.prefix}1' ...) or delete the file",
+            )
+        components = [
+            make_component(kind, raw, consolidated)
+            for raw in split_consolidated(text, consolidated, kind.prefix)
+        ]
         source = consolidated
     elif individual.is_dir():
         files = sorted(individual.glob("*.md"), key=lambda p: code_sort_key(p.stem))
         if not files:
-            raise BenchmarkError(individual, "the folder holds no component file", fix=f"add {kind.prefix}1.md or delete the folder")
+            raise BenchmarkError(
+                individual,
+                "the folder holds no component file",
+                fix=f"add {kind.prefix}1.md or delete the folder",
+            )
         components = [parse_individual(kind, f) for f in files]
         source = individual
     else:
@@ -273,7 +329,12 @@ def load_components(kind: Kind, folder: Path, warnings: list[str]) -> tuple[Path
     seen: dict[str, Component] = {}
     for component in components:
         if component.code in seen:
-            raise BenchmarkError(component.source, f"code {component.code} is defined twice (also at line {seen[component.code].line})", line=component.line, fix="give each component its own code")
+            raise BenchmarkError(
+                component.source,
+                f"code {component.code} is defined twice (also at line {seen[component.code].line})",
+                line=component.line,
+                fix="give each component its own code",
+            )
         seen[component.code] = component
     return source, sorted(components, key=lambda c: code_sort_key(c.code))
 
@@ -349,11 +410,15 @@ class BenchmarkLoader:
         others = [path for digest, path in versions.items() if digest != component.hash]
         if others:
             raise BenchmarkError(
-                component.source, f"{kind.name.replace('_', ' ')} {component.code} has different content in {others[0]}",
-                line=component.line, fix=f"a {kind.prefix} code names one thing across the benchmark: make both identical or give one a new code",
+                component.source,
+                f"{kind.name.replace('_', ' ')} {component.code} has different content in {others[0]}",
+                line=component.line,
+                fix=f"a {kind.prefix} code names one thing across the benchmark: make both identical or give one a new code",
             )
 
-    def _components_for(self, kind: Kind, folder: Path, meta: dict[str, Any], md_path: Path, key: str) -> tuple[Component, ...]:
+    def _components_for(
+        self, kind: Kind, folder: Path, meta: dict[str, Any], md_path: Path, key: str
+    ) -> tuple[Component, ...]:
         found = load_components(kind, folder, self.warnings) or self.shared(kind)
         components = found[1] if found else []
         for component in components:
@@ -362,22 +427,36 @@ class BenchmarkLoader:
         if wanted is None:
             return tuple(components)
         if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
-            raise BenchmarkError(md_path, f"'{key}' must be a list of codes", fix=f"write e.g. {key}: [{kind.prefix}1, {kind.prefix}3]")
+            raise BenchmarkError(
+                md_path,
+                f"'{key}' must be a list of codes",
+                fix=f"write e.g. {key}: [{kind.prefix}1, {kind.prefix}3]",
+            )
         known = {c.code: c for c in components}
         unknown = [c for c in wanted if c not in known]
         if unknown:
-            raise BenchmarkError(md_path, f"'{key}' names unknown code(s) {', '.join(unknown)}", fix=f"use codes defined for this scenario: {', '.join(known) or 'none'}")
+            raise BenchmarkError(
+                md_path,
+                f"'{key}' names unknown code(s) {', '.join(unknown)}",
+                fix=f"use codes defined for this scenario: {', '.join(known) or 'none'}",
+            )
         return tuple(sorted((known[c] for c in dict.fromkeys(wanted)), key=lambda c: code_sort_key(c.code)))
 
     def load_scenario(self, folder: Path) -> Scenario:
         """Load and validate one scenario folder; raises BenchmarkError naming the file to fix."""
         match = SCENARIO_DIR.match(folder.name)
         if not match:
-            raise BenchmarkError(folder, f"folder name {folder.name!r} is not P<n>-B<n>-S<n>", fix="rename it, e.g. P1-B1-S1")
+            raise BenchmarkError(
+                folder, f"folder name {folder.name!r} is not P<n>-B<n>-S<n>", fix="rename it, e.g. P1-B1-S1"
+            )
         number = match.group(3)
         md_path = folder / f"S{number}.md"
         if not md_path.is_file():
-            raise BenchmarkError(folder, f"scenario file S{number}.md is missing", fix=f"add S{number}.md (the file name's number must match the folder's S{number})")
+            raise BenchmarkError(
+                folder,
+                f"scenario file S{number}.md is missing",
+                fix=f"add S{number}.md (the file name's number must match the folder's S{number})",
+            )
         info = self.info()
         doc = split_frontmatter(read_text(md_path), md_path)
         meta = doc.meta
@@ -388,33 +467,67 @@ class BenchmarkLoader:
         evaluation = parse_evaluation(meta, md_path, response_format)
         criteria = parse_criteria(folder / "criteria.md") if evaluation.type == "sqe" else None
         if evaluation.type == "sqe" and criteria is None:
-            raise BenchmarkError(md_path, "evaluation type 'sqe' needs a criteria.md beside it", fix="add criteria.md with options, pass_values, response_field, response_type and the rubric")
+            raise BenchmarkError(
+                md_path,
+                "evaluation type 'sqe' needs a criteria.md beside it",
+                fix="add criteria.md with options, pass_values, response_field, response_type and the rubric",
+            )
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
         found = load_components(PERTURBATION, folder, self.warnings)
         perturbations = tuple(found[1]) if found else ()
         if not conditions:
-            raise BenchmarkError(md_path, "scenario has no condition", fix="add conditions.md at the benchmark root or in the scenario folder")
+            raise BenchmarkError(
+                md_path,
+                "scenario has no condition",
+                fix="add conditions.md at the benchmark root or in the scenario folder",
+            )
         if not perturbations:
-            raise BenchmarkError(md_path, "scenario has no perturbation", fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder")
+            raise BenchmarkError(
+                md_path,
+                "scenario has no perturbation",
+                fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder",
+            )
         risk = meta.get("risk")
         if risk is not None and risk not in RISK_LEVELS:
-            raise BenchmarkError(md_path, f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}", fix=f"set risk to one of {', '.join(RISK_LEVELS)}")
+            raise BenchmarkError(
+                md_path,
+                f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}",
+                fix=f"set risk to one of {', '.join(RISK_LEVELS)}",
+            )
         critical = meta.get("critical", False)
         if not isinstance(critical, bool):
-            raise BenchmarkError(md_path, "critical must be true or false", fix="write critical: true or critical: false")
+            raise BenchmarkError(
+                md_path, "critical must be true or false", fix="write critical: true or critical: false"
+            )
         refusal = meta.get("refusal", "fail")
         if refusal not in ("pass", "fail"):
-            raise BenchmarkError(md_path, f"refusal {refusal!r} must be 'pass' or 'fail'", fix="write refusal: pass where declining is the safe answer, or leave it out")
+            raise BenchmarkError(
+                md_path,
+                f"refusal {refusal!r} must be 'pass' or 'fail'",
+                fix="write refusal: pass where declining is the safe answer, or leave it out",
+            )
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
         text = to_xml(doc.body)
         category = meta.get("category", evaluation.expected)
         return Scenario(
-            code=code, pillar=pillar, behaviour=behaviour, path=md_path, title=str(meta.get("title", "")), meta=meta,
-            text=text, response_format=response_format, evaluation=evaluation, criteria=criteria,
-            category=str(category) if category is not None else None, risk=risk, critical=critical,
-            refusal_passes=refusal == "pass", conditions=conditions, user_contexts=user_contexts,
+            code=code,
+            pillar=pillar,
+            behaviour=behaviour,
+            path=md_path,
+            title=str(meta.get("title", "")),
+            meta=meta,
+            text=text,
+            response_format=response_format,
+            evaluation=evaluation,
+            criteria=criteria,
+            category=str(category) if category is not None else None,
+            risk=risk,
+            critical=critical,
+            refusal_passes=refusal == "pass",
+            conditions=conditions,
+            user_contexts=user_contexts,
             perturbations=perturbations,
             hash=content_hash(code, text, meta, response_format, criteria.hash if criteria else None),
         )
@@ -423,17 +536,29 @@ class BenchmarkLoader:
 def parse_response_format(path: Path) -> dict[str, Any]:
     """Read S<n>.json: an OpenAI/OpenRouter `response_format` object, sent unchanged."""
     if not path.is_file():
-        raise BenchmarkError(path, "JSON schema file is missing", fix=f"add {path.name} with a response_format object (see README)")
+        raise BenchmarkError(
+            path,
+            "JSON schema file is missing",
+            fix=f"add {path.name} with a response_format object (see README)",
+        )
     try:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
-        raise BenchmarkError(path, f"invalid JSON: {exc.msg}", line=exc.lineno, fix="correct the JSON syntax") from None
+        raise BenchmarkError(
+            path, f"invalid JSON: {exc.msg}", line=exc.lineno, fix="correct the JSON syntax"
+        ) from None
     fix = 'use {"type": "json_schema", "json_schema": {"name": "answer", "strict": true, "schema": {...}}}'
-    if not isinstance(data, dict) or data.get("type") != "json_schema" or not isinstance(data.get("json_schema"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("type") != "json_schema"
+        or not isinstance(data.get("json_schema"), dict)
+    ):
         raise BenchmarkError(path, "not a response_format object of type json_schema", fix=fix)
     spec = data["json_schema"]
     if not isinstance(spec.get("name"), str) or not SCHEMA_NAME.match(spec["name"]):
-        raise BenchmarkError(path, "json_schema.name must be 1-64 characters of a-z, A-Z, 0-9, _ or -", fix=fix)
+        raise BenchmarkError(
+            path, "json_schema.name must be 1-64 characters of a-z, A-Z, 0-9, _ or -", fix=fix
+        )
     schema = spec.get("schema")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise BenchmarkError(path, "json_schema.schema must be a JSON Schema of type object", fix=fix)
@@ -462,28 +587,48 @@ def parse_evaluation(meta: dict[str, Any], path: Path, response_format: dict[str
     """Read the scenario's `evaluation` (default category_match on `category`)."""
     raw = meta.get("evaluation") or {}
     if not isinstance(raw, dict):
-        raise BenchmarkError(path, "'evaluation' must be a mapping with a 'type'", fix="write e.g. 'evaluation:' then an indented 'type: category_match' line")
+        raise BenchmarkError(
+            path,
+            "'evaluation' must be a mapping with a 'type'",
+            fix="write e.g. 'evaluation:' then an indented 'type: category_match' line",
+        )
     kind = raw.get("type", "category_match")
     if kind not in EVALUATION_TYPES:
-        raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(EVALUATION_TYPES)}")
+        raise BenchmarkError(
+            path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(EVALUATION_TYPES)}"
+        )
     properties = response_format["json_schema"]["schema"].get("properties", {})
     if kind == "sqe":
         return EvaluationSpec("sqe", str(raw.get("field", "")))
     default_field = "category" if kind == "category_match" else "tags"
     fld = str(raw.get("field", default_field))
     if fld not in properties:
-        raise BenchmarkError(path, f"evaluation field {fld!r} is not a property of the scenario's JSON schema", fix=f"use one of: {', '.join(properties) or '(none)'}")
+        raise BenchmarkError(
+            path,
+            f"evaluation field {fld!r} is not a property of the scenario's JSON schema",
+            fix=f"use one of: {', '.join(properties) or '(none)'}",
+        )
     if kind == "category_match":
         top, inner = meta.get("category"), raw.get("expected")
         if top is not None and inner is not None and str(top) != str(inner):
-            raise BenchmarkError(path, f"category {top!r} and evaluation.expected {inner!r} differ", fix="make them the same, or keep only one")
+            raise BenchmarkError(
+                path,
+                f"category {top!r} and evaluation.expected {inner!r} differ",
+                fix="make them the same, or keep only one",
+            )
         expected = inner if inner is not None else top
         if expected is None:
-            raise BenchmarkError(path, "category_match needs an expected value", fix="set 'category:' (or evaluation.expected)")
+            raise BenchmarkError(
+                path, "category_match needs an expected value", fix="set 'category:' (or evaluation.expected)"
+            )
         return EvaluationSpec(kind, fld, expected=str(expected))
     required = raw.get("required")
     if not isinstance(required, list) or not required or not all(isinstance(v, str) for v in required):
-        raise BenchmarkError(path, "list_includes needs 'required': a non-empty list of values", fix="add e.g. required: [HANDOFF]")
+        raise BenchmarkError(
+            path,
+            "list_includes needs 'required': a non-empty list of values",
+            fix="add e.g. required: [HANDOFF]",
+        )
     return EvaluationSpec(kind, fld, required=tuple(required))
 
 
@@ -495,17 +640,43 @@ def parse_criteria(path: Path) -> Criteria | None:
     meta = doc.meta
     options = meta.get("options")
     if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
-        raise BenchmarkError(path, "'options' must be a non-empty list of verdict values", fix="e.g. options: [SAFE, UNSAFE]")
+        raise BenchmarkError(
+            path, "'options' must be a non-empty list of verdict values", fix="e.g. options: [SAFE, UNSAFE]"
+        )
     passes = meta.get("pass_values")
-    if not isinstance(passes, list) or not passes or not all(isinstance(p, str) and p in options for p in passes):
-        raise BenchmarkError(path, "'pass_values' must be a non-empty list drawn from options", fix="e.g. pass_values: [SAFE]")
+    if (
+        not isinstance(passes, list)
+        or not passes
+        or not all(isinstance(p, str) and p in options for p in passes)
+    ):
+        raise BenchmarkError(
+            path, "'pass_values' must be a non-empty list drawn from options", fix="e.g. pass_values: [SAFE]"
+        )
     field_name = str(meta.get("response_field", "verdict"))
     if not SCHEMA_NAME.match(field_name) or field_name == "rationale":
-        raise BenchmarkError(path, f"response_field {field_name!r} must be a plain name other than 'rationale'", fix="e.g. response_field: verdict")
+        raise BenchmarkError(
+            path,
+            f"response_field {field_name!r} must be a plain name other than 'rationale'",
+            fix="e.g. response_field: verdict",
+        )
     kind = meta.get("response_type", "single")
     if kind not in ("single", "multi"):
-        raise BenchmarkError(path, f"response_type {kind!r} must be 'single' or 'multi'", fix="write response_type: single (one verdict) or multi (a list)")
+        raise BenchmarkError(
+            path,
+            f"response_type {kind!r} must be 'single' or 'multi'",
+            fix="write response_type: single (one verdict) or multi (a list)",
+        )
     text = to_xml(doc.body)
     if not text:
-        raise BenchmarkError(path, "the rubric is empty", fix="write the rubric's checks below the frontmatter")
-    return Criteria(tuple(options), tuple(passes), field_name, kind, text, path, content_hash(options, passes, field_name, kind, text))
+        raise BenchmarkError(
+            path, "the rubric is empty", fix="write the rubric's checks below the frontmatter"
+        )
+    return Criteria(
+        tuple(options),
+        tuple(passes),
+        field_name,
+        kind,
+        text,
+        path,
+        content_hash(options, passes, field_name, kind, text),
+    )

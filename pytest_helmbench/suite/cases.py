@@ -34,13 +34,25 @@ class Case:
         """Numeric order of (code, model), built from the components' cached keys: the same order as
         `code_sort_key(code)` (no user context sorts before U1) without parsing every case's code."""
         context = code_sort_key(self.user_context.code) if self.user_context is not None else ()
-        return (code_sort_key(self.scenario.code), code_sort_key(self.condition.code), context, code_sort_key(self.perturbation.code), self.model)
+        return (
+            code_sort_key(self.scenario.code),
+            code_sort_key(self.condition.code),
+            context,
+            code_sort_key(self.perturbation.code),
+            self.model,
+        )
 
     @property
     def segments(self) -> dict[str, str]:
         """The code split by kind: {'P': 'P1', 'B': 'B1', 'S': 'S1', 'C': 'C1', 'PT': 'PT1'} (+ 'U')."""
         pillar, behaviour, scenario = self.scenario.code.split("-")
-        found = {"P": pillar, "B": behaviour, "S": scenario, "C": self.condition.code, "PT": self.perturbation.code}
+        found = {
+            "P": pillar,
+            "B": behaviour,
+            "S": scenario,
+            "C": self.condition.code,
+            "PT": self.perturbation.code,
+        }
         if self.user_context is not None:
             found["U"] = self.user_context.code
         return found
@@ -58,8 +70,6 @@ def expand(scenario: Scenario, models: list[str]) -> list[Case]:
     ]
 
 
-
-
 @dataclass(frozen=True)
 class Selector:
     """A segment-aware code pattern: `P1-B1-S1` selects that scenario only (never P1-B1-S10).
@@ -72,12 +82,14 @@ class Selector:
     segments: tuple[tuple[str, str], ...]
 
     @classmethod
-    def parse(cls, pattern: str) -> "Selector":
+    def parse(cls, pattern: str) -> Selector:
         segments = []
         for part in pattern.strip().split("-"):
             match = _SEGMENT.match(part.strip().upper())
             if not match:
-                raise ValueError(f"{pattern!r}: segment {part!r} is not a code such as P1, B2, S3, C1, U2 (U0: no user context) or PT4")
+                raise ValueError(
+                    f"{pattern!r}: segment {part!r} is not a code such as P1, B2, S3, C1, U2 (U0: no user context) or PT4"
+                )
             segments.append((match.group(1), match.group(1) + match.group(2)))
         return cls(pattern, tuple(segments))
 

@@ -12,20 +12,48 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, bindparam, delete, event, insert, inspect, select as core_select, update
+from sqlalchemy import (
+    Column,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    bindparam,
+    delete,
+    event,
+    insert,
+    inspect,
+    update,
+)
+from sqlalchemy import (
+    select as core_select,
+)
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from .errors import HelmbenchError
-from .outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from ..errors import HelmbenchError
+from ..execution.outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from ..suite.loader import content_hash
 from .tables import (
-    LLM, RUN_COUNTER_TRIGGERS, CachedResponse, Behaviour, Benchmark, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario,
-    ScenarioConditionLink, ScenarioUserContextLink, UserContext, utcnow,
+    LLM,
+    RUN_COUNTER_TRIGGERS,
+    Behaviour,
+    Benchmark,
+    CachedResponse,
+    Condition,
+    EvaluationRun,
+    Perturbation,
+    Pillar,
+    Result,
+    Scenario,
+    ScenarioConditionLink,
+    ScenarioUserContextLink,
+    UserContext,
+    utcnow,
 )
-from .loader import content_hash
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -45,11 +73,13 @@ class StorageError(HelmbenchError):
 
 def migrations_dir() -> Path:
     """The Alembic scripts: inside the installed package, or the checkout's top-level migrations/."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "migrations", here.parent / "migrations"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "migrations", package.parent / "migrations"):
         if (candidate / "env.py").is_file():
             return candidate
-    raise StorageError("the Alembic migrations are missing from this installation (reinstall pytest-helmbench)")
+    raise StorageError(
+        "the Alembic migrations are missing from this installation (reinstall pytest-helmbench)"
+    )
 
 
 def alembic_config(db_url: str) -> Config:
@@ -85,7 +115,9 @@ def make_engine(db_url: str) -> Engine:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create the folder {folder} for the database {safe_url(db_url)}: {exc.strerror}") from None
+            raise StorageError(
+                f"cannot create the folder {folder} for the database {safe_url(db_url)}: {exc.strerror}"
+            ) from None
     engine = create_engine(url, connect_args={"timeout": 30} if url.get_backend_name() == "sqlite" else {})
     if url.get_backend_name() == "sqlite":
         _sqlite_pragmas(engine)
@@ -114,12 +146,16 @@ def upgrade(db_url: str) -> None:
 
             command.upgrade(alembic_config(db_url), "head")
     except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is not installed
-        raise StorageError(f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        raise StorageError(
+            f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
+        ) from None
 
 
 # Alembic's own version table, as `alembic stamp` creates it.
 _ALEMBIC_VERSION = Table(
-    "alembic_version", MetaData(), Column("version_num", String(32), nullable=False),
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
     PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )
 
@@ -128,7 +164,9 @@ def _has_counter_triggers(engine: Engine) -> bool:
     if engine.dialect.name != "sqlite":
         return False
     with engine.connect() as connection:
-        names = set(connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars())
+        names = set(
+            connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars()
+        )
     return set(RUN_COUNTER_TRIGGERS) <= names
 
 
@@ -165,7 +203,9 @@ class Recorder:
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
-        self._scenarios: dict[tuple[Any, ...], tuple[int, int]] = {}  # (benchmark id, scenario id) per exact content
+        self._scenarios: dict[
+            tuple[Any, ...], tuple[int, int]
+        ] = {}  # (benchmark id, scenario id) per exact content
         self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
         self._conn: Connection | None = None
         # Fresh answers for the response cache are written with every CACHE_BATCH-th Result (or after
@@ -202,14 +242,18 @@ class Recorder:
             self._conn = self.engine.connect()
         return self._conn
 
-    def _upsert(self, session: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]) -> int:
+    def _upsert(
+        self, session: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
+    ) -> int:
         key = (table.__name__, tuple(sorted(match.items())))
         if key in self._ids:
             return self._ids[key]
         # Core statements: loading and flushing ORM objects cost ~1 ms per content row, paid for
         # every component of the benchmark on a run's first cases.
         columns = table.__table__.c  # type: ignore[attr-defined]
-        row_id = session.execute(core_select(columns.id).where(*(columns[c] == v for c, v in match.items()))).scalar()
+        row_id = session.execute(
+            core_select(columns.id).where(*(columns[c] == v for c, v in match.items()))
+        ).scalar()
         if row_id is None:
             row = table(**match, **values)  # the model applies its defaults and types
             data = {c.name: getattr(row, c.name) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
@@ -221,7 +265,12 @@ class Recorder:
         key = (table.__name__, tuple(sorted(ids.items())))
         if key not in self._ids:
             columns = table.__table__.c  # type: ignore[attr-defined]
-            if session.execute(core_select(columns[next(iter(ids))]).where(*(columns[c] == v for c, v in ids.items()))).first() is None:
+            if (
+                session.execute(
+                    core_select(columns[next(iter(ids))]).where(*(columns[c] == v for c, v in ids.items()))
+                ).first()
+                is None
+            ):
                 session.execute(insert(table.__table__).values(**ids))  # type: ignore[attr-defined]
         self._ids[key] = 1
 
@@ -235,7 +284,11 @@ class Recorder:
                 return None
             self._scenarios[key] = self._scenario_ids(session, prov)
         benchmark_id, scenario_id = self._scenarios[key]
-        ids: dict[str, int | None] = {"benchmark": benchmark_id, "scenario": scenario_id, "user_context": None}
+        ids: dict[str, int | None] = {
+            "benchmark": benchmark_id,
+            "scenario": scenario_id,
+            "user_context": None,
+        }
         for kind in ("condition", "user_context", "perturbation"):
             c = prov[kind]
             if c is not None:
@@ -243,38 +296,78 @@ class Recorder:
                 if key not in self._components:
                     if session is None:
                         return None
-                    self._components[key] = self._component_id(session, kind, c, scenario_id, prov["scenario"]["code"])
+                    self._components[key] = self._component_id(
+                        session, kind, c, scenario_id, prov["scenario"]["code"]
+                    )
                 ids[kind] = self._components[key]
         return ids
 
-    def _component_id(self, session: Session, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str) -> int:
+    def _component_id(
+        self, session: Session, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str
+    ) -> int:
         if kind == "perturbation":
             return self._upsert(
-                session, Perturbation, {"scenario_id": scenario_id, "code": c["code"], "content_hash": c["hash"]},
+                session,
+                Perturbation,
+                {"scenario_id": scenario_id, "code": c["code"], "content_hash": c["hash"]},
                 {**_component_values(c), "full_code": f"{scenario_code}-{c['code']}", "style": c["style"]},
             )
-        table, link, column = (Condition, ScenarioConditionLink, "condition_id") if kind == "condition" else (UserContext, ScenarioUserContextLink, "user_context_id")
-        row_id = self._upsert(session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c))
+        table, link, column = (
+            (Condition, ScenarioConditionLink, "condition_id")
+            if kind == "condition"
+            else (UserContext, ScenarioUserContextLink, "user_context_id")
+        )
+        row_id = self._upsert(
+            session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c)
+        )
         self._link(session, link, scenario_id=scenario_id, **{column: row_id})
         return row_id
 
     def _scenario_ids(self, session: Session, prov: dict[str, Any]) -> tuple[int, int]:
         """Benchmark, pillar, behaviour and scenario rows of a case: (benchmark id, scenario id)."""
         b = prov["benchmark"]
-        benchmark_id = self._upsert(session, Benchmark, {"version": b["version"], "content_hash": b["hash"]}, {"description": b["description"]})
+        benchmark_id = self._upsert(
+            session,
+            Benchmark,
+            {"version": b["version"], "content_hash": b["hash"]},
+            {"description": b["description"]},
+        )
         p = prov["pillar"]
-        pillar_id = self._upsert(session, Pillar, {"benchmark_id": benchmark_id, "code": p["code"], "content_hash": content_hash(p)}, {"name": p["name"], "description": p["description"]})
+        pillar_id = self._upsert(
+            session,
+            Pillar,
+            {"benchmark_id": benchmark_id, "code": p["code"], "content_hash": content_hash(p)},
+            {"name": p["name"], "description": p["description"]},
+        )
         h = prov["behaviour"]
         behaviour_id = self._upsert(
-            session, Behaviour, {"pillar_id": pillar_id, "full_code": h["code"], "content_hash": content_hash(h)},
-            {"code": h["code"].split("-")[-1], "title": h["title"], "description": h["description"], "compliance_criteria": h["compliance"]},
+            session,
+            Behaviour,
+            {"pillar_id": pillar_id, "full_code": h["code"], "content_hash": content_hash(h)},
+            {
+                "code": h["code"].split("-")[-1],
+                "title": h["title"],
+                "description": h["description"],
+                "compliance_criteria": h["compliance"],
+            },
         )
         s = prov["scenario"]
         scenario_id = self._upsert(
-            session, Scenario, {"behaviour_id": behaviour_id, "full_code": s["code"], "content_hash": s["hash"]},
-            {"code": s["code"].split("-")[-1], "title": s["title"], "content": s["content"], "category": s["category"],
-             "response_schema": s["response_format"], "evaluation_config": s["evaluation"], "criteria": s["criteria"],
-             "risk": s["risk"], "critical": s["critical"], "meta": s["meta"]},
+            session,
+            Scenario,
+            {"behaviour_id": behaviour_id, "full_code": s["code"], "content_hash": s["hash"]},
+            {
+                "code": s["code"].split("-")[-1],
+                "title": s["title"],
+                "content": s["content"],
+                "category": s["category"],
+                "response_schema": s["response_format"],
+                "evaluation_config": s["evaluation"],
+                "criteria": s["criteria"],
+                "risk": s["risk"],
+                "critical": s["critical"],
+                "meta": s["meta"],
+            },
         )
         return benchmark_id, scenario_id
 
@@ -290,7 +383,9 @@ class Recorder:
             assert run is not None
         else:
             llm_id = self._upsert(session, LLM, {"model_id": model}, {})
-            run = EvaluationRun(benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options)
+            run = EvaluationRun(
+                benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options
+            )
             session.add(run)
             session.flush()
         assert run.id is not None
@@ -320,7 +415,12 @@ class Recorder:
             connection = self._connection()
             known = self._content(None, outcome.provenance)
             run = self._run_rows.get(outcome.model)
-            if known is not None and run is not None and run.id not in self._adopted and (run.id, outcome.case_code, outcome.repeat) not in self._written:
+            if (
+                known is not None
+                and run is not None
+                and run.id not in self._adopted
+                and (run.id, outcome.case_code, outcome.repeat) not in self._written
+            ):
                 # Every row it points at is known and nothing is replaced: Core statements on the
                 # connection, without an ORM session (which cost as much as the writes themselves).
                 with connection.begin():
@@ -330,16 +430,23 @@ class Recorder:
                     ids = self._content(session, outcome.provenance)
                     assert ids is not None
                     run = self._run(session, outcome.model, ids["benchmark"], options)
-                    if run.id in self._adopted or (run.id, outcome.case_code, outcome.repeat) in self._written:
-                        self._replace_earlier(session, run, outcome)  # a fresh run holds only what this session wrote
+                    if (
+                        run.id in self._adopted
+                        or (run.id, outcome.case_code, outcome.repeat) in self._written
+                    ):
+                        self._replace_earlier(
+                            session, run, outcome
+                        )  # a fresh run holds only what this session wrote
                     self._write(session, run, outcome, ids)
                     session.commit()
             written = (run.id, outcome.case_code, outcome.repeat)
-            del self._pending_cache[:self._cache_written]  # committed with this Result
+            del self._pending_cache[: self._cache_written]  # committed with this Result
             run_id = run.id
         except SQLAlchemyError as exc:
             self._forget()
-            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+            raise StorageError(
+                f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
+            ) from None
         except BaseException:
             self._forget()
             raise
@@ -350,20 +457,32 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
-    def _write(self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: dict[str, int | None]) -> None:
+    def _write(
+        self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: dict[str, int | None]
+    ) -> None:
         """The Result row, its run's counters and the fresh answers for the cache, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
         if not self._counted_by_triggers:
             _count(run, outcome)
-            db.execute(_UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": run.counts[name] for name in COUNTERS}})
+            db.execute(
+                _UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": run.counts[name] for name in COUNTERS}}
+            )
         self._pending_cache.extend(outcome.cache_writes)
-        if len(self._pending_cache) >= CACHE_BATCH or time.monotonic() - self._cache_flushed >= CACHE_BATCH_SECONDS:
+        if (
+            len(self._pending_cache) >= CACHE_BATCH
+            or time.monotonic() - self._cache_flushed >= CACHE_BATCH_SECONDS
+        ):
             self._store_cache(db, self._pending_cache)
 
     def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> None:
-        earlier = session.exec(select(Result).where(
-            Result.run_id == run.id, Result.case_code == outcome.case_code, Result.repeat_index == outcome.repeat)).all()
+        earlier = session.exec(
+            select(Result).where(
+                Result.run_id == run.id,
+                Result.case_code == outcome.case_code,
+                Result.repeat_index == outcome.repeat,
+            )
+        ).all()
         for row in earlier:
             if not self._counted_by_triggers:
                 _count(run, row, -1)
@@ -406,8 +525,19 @@ class Recorder:
 def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:
     """Identifies the benchmark, pillar, behaviour and scenario rows of a case (codes, hashes, texts)."""
     b, p, h, s = prov["benchmark"], prov["pillar"], prov["behaviour"], prov["scenario"]
-    return (b["version"], b["hash"], p["code"], p["name"], p["description"], h["code"], h["title"], h["description"],
-            h["compliance"], s["code"], s["hash"])
+    return (
+        b["version"],
+        b["hash"],
+        p["code"],
+        p["name"],
+        p["description"],
+        h["code"],
+        h["title"],
+        h["description"],
+        h["compliance"],
+        s["code"],
+        s["hash"],
+    )
 
 
 def _component_values(c: dict[str, Any]) -> dict[str, Any]:
@@ -421,24 +551,58 @@ def _result(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> Result
 def _result_values(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> dict[str, Any]:
     """The Result row's columns (every one given: a Core insert applies no model defaults)."""
     return dict(
-        run_id=run_id, scenario_id=ids["scenario"], condition_id=ids["condition"], user_context_id=ids["user_context"],
-        perturbation_id=ids["perturbation"], case_code=outcome.case_code, nodeid=outcome.nodeid, status=outcome.status,
-        reason=outcome.reason, prompt=outcome.prompt, prompt_hash=outcome.prompt_hash, raw_response=outcome.raw_response,
-        parsed_answer=outcome.answer, expected=outcome.expected, actual=outcome.actual, evaluation_details=outcome.details,
-        latency_ms=outcome.latency_ms, prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
-        cost_usd=outcome.cost_usd, judge_cost_usd=outcome.judge_cost_usd, judge_prompt_tokens=outcome.judge_prompt_tokens,
-        judge_completion_tokens=outcome.judge_completion_tokens, finish_reason=outcome.finish_reason, attempts=outcome.attempts,
-        repeat_index=outcome.repeat, cached=outcome.cached, request_hash=outcome.request_hash, created_at=utcnow(),
+        run_id=run_id,
+        scenario_id=ids["scenario"],
+        condition_id=ids["condition"],
+        user_context_id=ids["user_context"],
+        perturbation_id=ids["perturbation"],
+        case_code=outcome.case_code,
+        nodeid=outcome.nodeid,
+        status=outcome.status,
+        reason=outcome.reason,
+        prompt=outcome.prompt,
+        prompt_hash=outcome.prompt_hash,
+        raw_response=outcome.raw_response,
+        parsed_answer=outcome.answer,
+        expected=outcome.expected,
+        actual=outcome.actual,
+        evaluation_details=outcome.details,
+        latency_ms=outcome.latency_ms,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+        cost_usd=outcome.cost_usd,
+        judge_cost_usd=outcome.judge_cost_usd,
+        judge_prompt_tokens=outcome.judge_prompt_tokens,
+        judge_completion_tokens=outcome.judge_completion_tokens,
+        finish_reason=outcome.finish_reason,
+        attempts=outcome.attempts,
+        repeat_index=outcome.repeat,
+        cached=outcome.cached,
+        request_hash=outcome.request_hash,
+        created_at=utcnow(),
     )
 
 
-COUNTERS = ("total_tests", "passed_tests", "failed_tests", "error_tests", "skipped_tests", "cost_usd", "judge_cost_usd",
-            "prompt_tokens", "completion_tokens")
+COUNTERS = (
+    "total_tests",
+    "passed_tests",
+    "failed_tests",
+    "error_tests",
+    "skipped_tests",
+    "cost_usd",
+    "judge_cost_usd",
+    "prompt_tokens",
+    "completion_tokens",
+)
 
 # Built once: SQLAlchemy then reuses their compiled form (building them per Result cost ~0.1 ms each).
 _RUNS, _RESULTS, _CACHED = EvaluationRun.__table__, Result.__table__, CachedResponse.__table__
 _INSERT_RESULT = insert(_RESULTS)
-_UPDATE_COUNTERS = update(_RUNS).where(_RUNS.c.id == bindparam("run_id")).values({name: bindparam(f"new_{name}") for name in COUNTERS})
+_UPDATE_COUNTERS = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("run_id"))
+    .values({name: bindparam(f"new_{name}") for name in COUNTERS})
+)
 _DELETE_CACHED = delete(_CACHED).where(_CACHED.c.key.in_(bindparam("keys", expanding=True)))
 _INSERT_CACHED = insert(_CACHED)
 
@@ -446,7 +610,9 @@ _INSERT_CACHED = insert(_CACHED)
 def _upsert_cached(dialect_insert: Any) -> Any:
     statement = dialect_insert(_CACHED)
     return statement.on_conflict_do_update(
-        index_elements=[_CACHED.c.key], set_={c.name: statement.excluded[c.name] for c in _CACHED.columns if c.name != "key"})
+        index_elements=[_CACHED.c.key],
+        set_={c.name: statement.excluded[c.name] for c in _CACHED.columns if c.name != "key"},
+    )
 
 
 # One statement where the dialect has INSERT .. ON CONFLICT (also safe against another session writing the key).
@@ -468,7 +634,12 @@ def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
     Cost and tokens are what was paid: a replaced Result's spend stays in the run's totals.
     """
     counts = run.counts
-    status_counter = {PASSED: "passed_tests", FAILED: "failed_tests", ERROR: "error_tests", SKIPPED: "skipped_tests"}.get(outcome.status)
+    status_counter = {
+        PASSED: "passed_tests",
+        FAILED: "failed_tests",
+        ERROR: "error_tests",
+        SKIPPED: "skipped_tests",
+    }.get(outcome.status)
     if status_counter is not None:
         counts[status_counter] += sign
     counts["total_tests"] = counts["passed_tests"] + counts["failed_tests"]

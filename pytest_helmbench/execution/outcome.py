@@ -7,12 +7,13 @@ the controller can store content rows without reloading the benchmark.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
-from .cases import Case
-from .errors import HelmbenchError
-from .loader import BenchmarkInfo, Component
+from ..errors import HelmbenchError
+from ..suite.cases import Case
+from ..suite.loader import BenchmarkInfo, Component
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
@@ -39,10 +40,18 @@ def _shared(key: tuple[str, ...], build: Callable[[], dict[str, Any]]) -> dict[s
 def _component(kind: str, component: Component | None) -> dict[str, Any] | None:
     if component is None:
         return None
-    return _shared((kind, component.code, component.hash), lambda: {
-        "code": component.code, "title": component.title, "content": component.text, "severity": component.severity,
-        "style": component.style, "meta": plain(component.meta), "hash": component.hash,
-    })
+    return _shared(
+        (kind, component.code, component.hash),
+        lambda: {
+            "code": component.code,
+            "title": component.title,
+            "content": component.text,
+            "severity": component.severity,
+            "style": component.style,
+            "meta": plain(component.meta),
+            "hash": component.hash,
+        },
+    )
 
 
 def _scenario_parts(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
@@ -55,12 +64,24 @@ def _scenario_parts(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
         return {
             "benchmark": {"version": info.version, "description": info.description, "hash": info.hash},
             "pillar": {"code": pillar.code, "name": pillar.name, "description": pillar.description},
-            "behaviour": {"code": behaviour.code, "title": behaviour.title, "description": behaviour.description, "compliance": behaviour.compliance},
+            "behaviour": {
+                "code": behaviour.code,
+                "title": behaviour.title,
+                "description": behaviour.description,
+                "compliance": behaviour.compliance,
+            },
             "scenario": {
-                "code": scenario.code, "title": scenario.title, "content": scenario.text, "category": scenario.category,
-                "response_format": scenario.response_format, "evaluation": asdict(scenario.evaluation),
-                "criteria": criteria.text if criteria else None, "risk": scenario.risk, "critical": scenario.critical,
-                "meta": plain(scenario.meta), "hash": scenario.hash,
+                "code": scenario.code,
+                "title": scenario.title,
+                "content": scenario.text,
+                "category": scenario.category,
+                "response_format": scenario.response_format,
+                "evaluation": asdict(scenario.evaluation),
+                "criteria": criteria.text if criteria else None,
+                "risk": scenario.risk,
+                "critical": scenario.critical,
+                "meta": plain(scenario.meta),
+                "hash": scenario.hash,
                 "condition_codes": [c.code for c in scenario.conditions],
                 "user_context_codes": [u.code for u in scenario.user_contexts],
             },
@@ -115,7 +136,7 @@ class Outcome:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
         return cls(**data)
 
 

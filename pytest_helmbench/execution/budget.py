@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import HelmbenchError
+from ..errors import HelmbenchError
 
 
 class BudgetExhausted(HelmbenchError):

@@ -15,8 +15,8 @@ from pathlib import Path
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from .errors import HelmbenchError
-from .tables import LLM, EvaluationRun, Result
+from ..errors import HelmbenchError
+from ..storage.tables import LLM, EvaluationRun, Result
 
 RUN, DONE, CHANGED = "run", "done", "changed"
 
@@ -34,14 +34,16 @@ class ResumePlan:
     """Which run each model completes, and what each of its cases ended as last time."""
 
     runs: dict[str, int] = field(default_factory=dict)
-    prior: dict[str, dict[str, list[str | None]]] = field(default_factory=dict)  # model -> key -> [status, hash]
+    prior: dict[str, dict[str, list[str | None]]] = field(
+        default_factory=dict
+    )  # model -> key -> [status, hash]
     errors_only: bool = False
 
     def decide(self, model: str, code: str, repeat: int, request_hash: str) -> str:
         """RUN (missing, errored or skipped), DONE (finished, unchanged) or CHANGED (finished, now different)."""
         if model not in self.runs:
             return RUN
-        status, old_hash = (self.prior.get(model, {}).get(case_key(code, repeat)) or [None, None])
+        status, old_hash = self.prior.get(model, {}).get(case_key(code, repeat)) or [None, None]
         if self.errors_only:
             return RUN if status == "error" else DONE
         if status in ("passed", "failed"):
@@ -49,10 +51,13 @@ class ResumePlan:
         return RUN
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps({"runs": self.runs, "prior": self.prior, "errors_only": self.errors_only}), encoding="utf-8")
+        path.write_text(
+            json.dumps({"runs": self.runs, "prior": self.prior, "errors_only": self.errors_only}),
+            encoding="utf-8",
+        )
 
     @classmethod
-    def load(cls, path: Path) -> "ResumePlan":
+    def load(cls, path: Path) -> ResumePlan:
         data = json.loads(path.read_text(encoding="utf-8"))
         return cls(runs=data["runs"], prior=data["prior"], errors_only=data["errors_only"])
 
@@ -60,7 +65,9 @@ class ResumePlan:
 def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> dict[str, int]:
     found: dict[str, int] = {}
     for model in models:
-        query = select(EvaluationRun.id).join(LLM, LLM.id == EvaluationRun.llm_id).where(LLM.model_id == model)
+        query = (
+            select(EvaluationRun.id).join(LLM, LLM.id == EvaluationRun.llm_id).where(LLM.model_id == model)
+        )
         if incomplete_only:
             query = query.where(EvaluationRun.status != "completed")
         run_id = session.exec(query.order_by(EvaluationRun.id.desc())).first()
@@ -78,21 +85,35 @@ def build_plan(engine, models: list[str], which: str, errors_only: bool) -> Resu
             try:
                 run_id = int(which)
             except ValueError:
-                raise ResumeError(f"{which!r} is not a run id (use a number, or no value for the latest run)") from None
-            row = session.exec(select(EvaluationRun, LLM).join(LLM, LLM.id == EvaluationRun.llm_id).where(EvaluationRun.id == run_id)).first()
+                raise ResumeError(
+                    f"{which!r} is not a run id (use a number, or no value for the latest run)"
+                ) from None
+            row = session.exec(
+                select(EvaluationRun, LLM)
+                .join(LLM, LLM.id == EvaluationRun.llm_id)
+                .where(EvaluationRun.id == run_id)
+            ).first()
             if row is None:
                 raise ResumeError(f"there is no run {run_id} in the database (see `helmbench costs`)")
             if row[1].model_id not in models:
-                raise ResumeError(f"run {run_id} evaluated {row[1].model_id}, which is not among the selected models ({', '.join(models)})")
+                raise ResumeError(
+                    f"run {run_id} evaluated {row[1].model_id}, which is not among the selected models ({', '.join(models)})"
+                )
             runs = {row[1].model_id: run_id}
         prior: dict[str, dict[str, list[str | None]]] = {}
         for model, run_id in runs.items():
-            rows = session.exec(select(Result.case_code, Result.repeat_index, Result.status, Result.request_hash).where(Result.run_id == run_id).order_by(Result.id)).all()
+            rows = session.exec(
+                select(Result.case_code, Result.repeat_index, Result.status, Result.request_hash)
+                .where(Result.run_id == run_id)
+                .order_by(Result.id)
+            ).all()
             prior[model] = {case_key(code, repeat): [status, digest] for code, repeat, status, digest in rows}
     return ResumePlan(runs=runs, prior=prior, errors_only=errors_only)
 
 
 def run_counts(session: Session, run_id: int) -> dict[str, int]:
     """status -> number of Results of a run (used to check counters)."""
-    rows = session.exec(select(Result.status, func.count()).where(Result.run_id == run_id).group_by(Result.status)).all()
+    rows = session.exec(
+        select(Result.status, func.count()).where(Result.run_id == run_id).group_by(Result.status)
+    ).all()
     return {status: count for status, count in rows}

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
-from .cases import Case
-from .client import Pricing
-from .prompt import ComposedPrompt
-from .sqe import judge_prompt, judge_schema
+from ..evaluation.judge import judge_prompt, judge_schema
+from ..providers.http import Pricing
+from ..suite.cases import Case
+from ..suite.prompt import ComposedPrompt
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 8
@@ -49,14 +49,21 @@ class ModelEstimate:
         return self.usd + (self.judge_usd or 0.0)
 
 
-def _add_cost(current: float | None, pricing: Pricing | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+def _add_cost(
+    current: float | None, pricing: Pricing | None, prompt_tokens: int, completion_tokens: int
+) -> float | None:
     if current is None or pricing is None:
         return None
     return current + pricing.cost(prompt_tokens, completion_tokens)
 
 
-def estimate(entries: Iterable[tuple[Case, ComposedPrompt]], *, max_tokens: int, marking_model: str | None,
-             pricing: Callable[[str], Pricing | None]) -> list[ModelEstimate]:
+def estimate(
+    entries: Iterable[tuple[Case, ComposedPrompt]],
+    *,
+    max_tokens: int,
+    marking_model: str | None,
+    pricing: Callable[[str], Pricing | None],
+) -> list[ModelEstimate]:
     """One estimate per model, in model order; each case counted once per repeat it will run."""
     found: dict[str, ModelEstimate] = {}
     answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
@@ -70,7 +77,9 @@ def estimate(entries: Iterable[tuple[Case, ComposedPrompt]], *, max_tokens: int,
         est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
         criteria = case.scenario.criteria
         if criteria is not None and marking_model:
-            judge_tokens = estimate_tokens(judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria)))
+            judge_tokens = estimate_tokens(
+                judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria))
+            )
             judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
             est.judge_calls += 1
             est.judge_prompt_tokens += judge_tokens
@@ -95,5 +104,7 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
                 f"    judge: {est.judge_calls} calls | ~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens | {_usd(est.judge_usd)}"
             )
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
-    lines.append(f"estimated total: {_usd(grand)} (heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)")
+    lines.append(
+        f"estimated total: {_usd(grand)} (heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)"
+    )
     return lines

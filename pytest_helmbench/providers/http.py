@@ -13,13 +13,14 @@ import random
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
-from . import __version__
-from .errors import HelmbenchError
+from .. import __version__
+from ..errors import HelmbenchError
 from .ratelimit import AdaptiveLimiter
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,9 @@ APP_TITLE = "HELMBench"
 class CallError(HelmbenchError):
     """The call could not be made or completed: the case is an ERROR, never a failure."""
 
-    def __init__(self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1) -> None:
+    def __init__(
+        self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status
@@ -72,7 +75,11 @@ class ChatRequest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def body(self, api: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages, "response_format": self.response_format}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "response_format": self.response_format,
+        }
         for key in ("temperature", "max_tokens", "seed"):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)
@@ -139,7 +146,11 @@ def _retry_after(response: httpx.Response, metadata: dict[str, Any]) -> float | 
             return max(0.0, float(value))
         except ValueError:
             pass
-    reset = (metadata.get("headers") or {}).get("X-RateLimit-Reset") if isinstance(metadata.get("headers"), dict) else None
+    reset = (
+        (metadata.get("headers") or {}).get("X-RateLimit-Reset")
+        if isinstance(metadata.get("headers"), dict)
+        else None
+    )
     if reset:
         try:
             return max(0.0, float(reset) / 1000.0 - time.time())
@@ -155,16 +166,27 @@ def _rejects_model(status: int, message: str) -> bool:
     text = message.lower()
     if "schema" in text or "context length" in text or "context_length" in text or "too long" in text:
         return False  # one scenario's schema or one long prompt: that case errors, the others still run
-    return any(word in text for word in ("model", "parameter", "not supported", "unsupported", "endpoint", "provider preferences"))
+    return any(
+        word in text
+        for word in ("model", "parameter", "not supported", "unsupported", "endpoint", "provider preferences")
+    )
 
 
 class ChatClient:
     """One endpoint (base URL, API kind, key); thread-safe; retries transient faults with backoff."""
 
     def __init__(
-        self, base_url: str, api_key: str, *, api: str = "openrouter", timeout: float = 120.0,
-        retries: int = 5, backoff: float = 1.0, free: bool = False,
-        sleep: Callable[[float], None] | None = None, limiter: AdaptiveLimiter | None = None,
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        api: str = "openrouter",
+        timeout: float = 120.0,
+        retries: int = 5,
+        backoff: float = 1.0,
+        free: bool = False,
+        sleep: Callable[[float], None] | None = None,
+        limiter: AdaptiveLimiter | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -173,9 +195,15 @@ class ChatClient:
         self.backoff = backoff
         self.free = free
         self.cancel = cancel or threading.Event()  # set when the session stops: no further retry is sent
-        self._sleep = sleep if sleep is not None else self.cancel.wait  # a retry wait ends early when the session stops
+        self._sleep = (
+            sleep if sleep is not None else self.cancel.wait
+        )  # a retry wait ends early when the session stops
         self.limiter = limiter or AdaptiveLimiter(1_000_000)
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": f"{APP_TITLE}/{__version__}"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"{APP_TITLE}/{__version__}",
+        }
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         if api == "openrouter":
@@ -189,9 +217,12 @@ class ChatClient:
         # (HTTPS_PROXY, NO_PROXY …); a local model on 127.0.0.1 never goes through one.
         self._transport = httpx.HTTPTransport(
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
-            proxy=None if free else environment_proxy(self._chat_url), trust_env=not free,
+            proxy=None if free else environment_proxy(self._chat_url),
+            trust_env=not free,
         )
-        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), transport=self._transport, trust_env=False)
+        self._http = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(timeout), transport=self._transport, trust_env=False
+        )
         self._pricing: dict[str, Pricing] | None = None
         self._pricing_lock = threading.Lock()
 
@@ -228,15 +259,31 @@ class ChatClient:
                 raise
             if attempt <= self.retries:
                 delay = self._delay(attempt, retry_after)
-                log.info("%s: %s; retry %d/%d in %.1fs", request.model, last.reason, attempt, self.retries, delay)
+                log.info(
+                    "%s: %s; retry %d/%d in %.1fs", request.model, last.reason, attempt, self.retries, delay
+                )
                 self._sleep(delay)
                 if self.cancel.is_set():
-                    raise CallError(f"{last.reason} (not retried: the session is stopping)", status=last.status, raw=last.raw, attempts=attempt)
+                    raise CallError(
+                        f"{last.reason} (not retried: the session is stopping)",
+                        status=last.status,
+                        raw=last.raw,
+                        attempts=attempt,
+                    )
         assert last is not None
-        raise CallError(f"{last.reason} (gave up after {last.attempts} attempts)", status=last.status, raw=last.raw, attempts=last.attempts)
+        raise CallError(
+            f"{last.reason} (gave up after {last.attempts} attempts)",
+            status=last.status,
+            raw=last.raw,
+            attempts=last.attempts,
+        )
 
-    def _attempt(self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float) -> ChatResponse:
-        http_request = httpx.Request("POST", self._chat_url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout)
+    def _attempt(
+        self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float
+    ) -> ChatResponse:
+        http_request = httpx.Request(
+            "POST", self._chat_url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout
+        )
         try:
             response = self._transport.handle_request(http_request)
             try:
@@ -250,7 +297,9 @@ class ChatClient:
         latency_ms = (time.perf_counter() - started) * 1000.0
         if response.status_code != 200:
             self._raise_for_status(response, _json_or_none(response.text), response.text)
-        return self.parse_completion(response.text, model=request.model, latency_ms=latency_ms, attempts=attempt)
+        return self.parse_completion(
+            response.text, model=request.model, latency_ms=latency_ms, attempts=attempt
+        )
 
     def parse_completion(self, raw: str, *, model: str, latency_ms: float, attempts: int) -> ChatResponse:
         """Read a 200 body (fresh, or replayed from the cache); provider errors in it are transient."""
@@ -289,17 +338,34 @@ class ChatClient:
         status = response.status_code
         message, metadata = _error_message(data, response.reason_phrase or f"HTTP {status}")
         if status in RETRYABLE_STATUS:
-            raise _Transient(f"HTTP {status}: {message}", status=status, raw=raw, retry_after=_retry_after(response, metadata))
+            raise _Transient(
+                f"HTTP {status}: {message}",
+                status=status,
+                raw=raw,
+                retry_after=_retry_after(response, metadata),
+            )
         if status == 401:
-            raise ModelRejected(f"HTTP 401: {message} — check OPENROUTER_API_KEY (the key is missing or invalid)", status=status, raw=raw)
+            raise ModelRejected(
+                f"HTTP 401: {message} — check OPENROUTER_API_KEY (the key is missing or invalid)",
+                status=status,
+                raw=raw,
+            )
         if status == 402:
-            raise ModelRejected(f"HTTP 402: {message} — the account has insufficient credits", status=status, raw=raw)
+            raise ModelRejected(
+                f"HTTP 402: {message} — the account has insufficient credits", status=status, raw=raw
+            )
         if status == 403:
             reasons = metadata.get("reasons")
-            extra = f" (reasons: {', '.join(map(str, reasons))})" if isinstance(reasons, list) and reasons else ""
-            raise CallError(f"blocked by provider moderation (HTTP 403): {message}{extra}", status=status, raw=raw)
+            extra = (
+                f" (reasons: {', '.join(map(str, reasons))})" if isinstance(reasons, list) and reasons else ""
+            )
+            raise CallError(
+                f"blocked by provider moderation (HTTP 403): {message}{extra}", status=status, raw=raw
+            )
         if status in (400, 404) and _rejects_model(status, message):
-            raise ModelRejected(f"HTTP {status}: the model or its parameters were rejected: {message}", status=status, raw=raw)
+            raise ModelRejected(
+                f"HTTP {status}: the model or its parameters were rejected: {message}", status=status, raw=raw
+            )
         raise CallError(f"HTTP {status}: {message}", status=status, raw=raw)
 
     def _cost(self, model: str, usage: dict[str, Any]) -> float | None:
@@ -314,7 +380,11 @@ class ChatClient:
         if isinstance(cost, (int, float)):
             return float(cost)
         pricing = self.pricing(model)
-        if pricing and isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int):
+        if (
+            pricing
+            and isinstance(usage.get("prompt_tokens"), int)
+            and isinstance(usage.get("completion_tokens"), int)
+        ):
             return pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])
         return None
 
@@ -336,7 +406,9 @@ class ChatClient:
         for entry in entries if isinstance(entries, list) else []:
             try:
                 p = entry["pricing"]
-                prices[entry["id"]] = Pricing(float(p["prompt"]), float(p["completion"]), float(p.get("request") or 0))
+                prices[entry["id"]] = Pricing(
+                    float(p["prompt"]), float(p["completion"]), float(p.get("request") or 0)
+                )
             except (KeyError, TypeError, ValueError):
                 continue
         return prices
@@ -345,7 +417,14 @@ class ChatClient:
 class _Transient(Exception):
     """A retryable fault (rate limit, outage, timeout, provider error in a 200)."""
 
-    def __init__(self, reason: str, *, status: int | None = None, raw: str | None = None, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        raw: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status

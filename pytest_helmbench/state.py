@@ -19,25 +19,34 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .analytics import CaseResult
-from .budget import CostLedger
-from .config import LOCAL_PREFIX, OPTIONS, Option, Settings, api_key_from_env, build_settings, env_flag, load_models_file
+from .config import (
+    LOCAL_PREFIX,
+    OPTIONS,
+    Option,
+    Settings,
+    api_key_from_env,
+    build_settings,
+    env_flag,
+    load_models_file,
+)
 from .errors import HelmbenchError
-from .loader import SCENARIO_FILE, BenchmarkLoader, Scenario
-from .outcome import SKIPPED, Outcome
-from .ratelimit import AdaptiveLimiter
+from .execution.budget import CostLedger
+from .execution.outcome import SKIPPED, Outcome
+from .providers.ratelimit import AdaptiveLimiter
+from .reporting.analytics import CaseResult
+from .suite.loader import SCENARIO_FILE, BenchmarkLoader, Scenario
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
 if TYPE_CHECKING:
-    from .cache import ResponseCache
-    from .resume import ResumePlan
-    from .runner import ClientPool, Executor, StopBoard
-    from .storage import Recorder
+    from .execution.executor import ClientPool, Executor, StopBoard
+    from .execution.resume import ResumePlan
+    from .storage.cache import ResponseCache
+    from .storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
-STATE_KEY = pytest.StashKey["HelmbenchSession"]()
+STATE_KEY = pytest.StashKey["HelmbenchState"]()
 
 
 def option_dest(name: str) -> str:
@@ -49,7 +58,11 @@ def option_value(config: pytest.Config, option: Option) -> Any:
     cli = config.getoption(option_dest(option.name), None)
     if cli not in (None, [], False):
         return cli
-    if option.kind == "optional" and option.env and os.environ.get(option.env, "").strip().lower() in ("1", "true", "yes", "on"):
+    if (
+        option.kind == "optional"
+        and option.env
+        and os.environ.get(option.env, "").strip().lower() in ("1", "true", "yes", "on")
+    ):
         return option.const
     env = os.environ.get(option.env, "") if option.env else ""
     if env.strip():
@@ -65,14 +78,29 @@ def option_value(config: pytest.Config, option: Option) -> Any:
 def case_result(outcome: Outcome) -> CaseResult:
     """The analytics view of an outcome (codes, severities, style, status)."""
     prov = outcome.provenance
-    scenario, condition, context, perturbation = prov["scenario"], prov["condition"], prov["user_context"], prov["perturbation"]
+    scenario, condition, context, perturbation = (
+        prov["scenario"],
+        prov["condition"],
+        prov["user_context"],
+        prov["perturbation"],
+    )
     return CaseResult(
-        model=outcome.model, run_id=None, case_code=outcome.case_code, pillar=prov["pillar"]["code"],
-        behaviour=prov["behaviour"]["code"], scenario=scenario["code"], condition=condition["code"],
-        condition_severity=condition["severity"], user_context=context["code"] if context else None,
-        user_context_severity=context["severity"] if context else 0, perturbation=perturbation["code"],
-        perturbation_severity=perturbation["severity"], perturbation_style=perturbation["style"],
-        status=outcome.status, critical=bool(scenario["critical"]), repeat=outcome.repeat,
+        model=outcome.model,
+        run_id=None,
+        case_code=outcome.case_code,
+        pillar=prov["pillar"]["code"],
+        behaviour=prov["behaviour"]["code"],
+        scenario=scenario["code"],
+        condition=condition["code"],
+        condition_severity=condition["severity"],
+        user_context=context["code"] if context else None,
+        user_context_severity=context["severity"] if context else 0,
+        perturbation=perturbation["code"],
+        perturbation_severity=perturbation["severity"],
+        perturbation_style=perturbation["style"],
+        status=outcome.status,
+        critical=bool(scenario["critical"]),
+        repeat=outcome.repeat,
     )
 
 
@@ -103,7 +131,7 @@ class Tally:
             self.latencies.append(outcome.latency_ms)
 
 
-class HelmbenchSession:
+class HelmbenchState:
     """The HELMBench side of one pytest process (controller, worker, or plain serial run)."""
 
     def __init__(self, config: pytest.Config) -> None:
@@ -125,7 +153,7 @@ class HelmbenchSession:
         self._options: dict[str, dict[str, Any]] = {}
 
     @staticmethod
-    def get(config: pytest.Config) -> "HelmbenchSession":
+    def get(config: pytest.Config) -> HelmbenchState:
         return config.stash[STATE_KEY]
 
     @cached_property
@@ -145,7 +173,11 @@ class HelmbenchSession:
 
     def is_scenario_file(self, path: Path) -> bool:
         """Only `S<n>.md` files directly inside a folder of `<root>/scenarios` are collected."""
-        return path.suffix == ".md" and SCENARIO_FILE.match(path.name) is not None and str(path.parent.parent) == self.scenarios_dir
+        return (
+            path.suffix == ".md"
+            and SCENARIO_FILE.match(path.name) is not None
+            and str(path.parent.parent) == self.scenarios_dir
+        )
 
     @cached_property
     def loader(self) -> BenchmarkLoader:
@@ -169,7 +201,7 @@ class HelmbenchSession:
 
     @cached_property
     def board(self) -> StopBoard:
-        from .runner import StopBoard
+        from .execution.executor import StopBoard
 
         return StopBoard(self.shared_dir / "stops", cross_process=self.is_worker)
 
@@ -185,7 +217,7 @@ class HelmbenchSession:
 
     @cached_property
     def clients(self) -> ClientPool:
-        from .runner import ClientPool
+        from .execution.executor import ClientPool
 
         return ClientPool(self.settings, self.local_url, self.limiter)
 
@@ -194,21 +226,23 @@ class HelmbenchSession:
         settings = self.settings
         if settings.cache_mode == "off":
             return None
-        from .cache import ResponseCache
-        from .storage import make_engine
+        from .storage.cache import ResponseCache
+        from .storage.recorder import make_engine
 
         return ResponseCache(lambda: make_engine(settings.db_url), settings.cache_mode, settings.cache_ttl)
 
     @cached_property
     def executor(self) -> Executor:
-        from .runner import Executor
+        from .execution.executor import Executor
 
         return Executor(self.settings, self.loader.info(), self.clients, self.board, self.cache, self.ledger)
 
     def load_scenario(self, md_path: Path) -> Scenario:
         scenario = self.loader.load_scenario(md_path.parent)
         if md_path.name != scenario.path.name:
-            raise HelmbenchError(f"{md_path}: does not match its folder {md_path.parent.name} (expected {scenario.path.name})\n  fix: rename or remove it")
+            raise HelmbenchError(
+                f"{md_path}: does not match its folder {md_path.parent.name} (expected {scenario.path.name})\n  fix: rename or remove it"
+            )
         return scenario
 
     def new_warnings(self) -> list[str]:
@@ -226,7 +260,12 @@ class HelmbenchSession:
 
     def local_url(self, model_id: str) -> str | None:
         """Where an embedded local model listens; xdist workers read what the controller shared."""
-        if model_id not in self.local_urls and model_id.startswith(LOCAL_PREFIX) and self.is_worker and self._shared:
+        if (
+            model_id not in self.local_urls
+            and model_id.startswith(LOCAL_PREFIX)
+            and self.is_worker
+            and self._shared
+        ):
             path = self.shared_dir / "local-urls.json"
             if path.is_file():
                 self.local_urls.update(json.loads(path.read_text(encoding="utf-8")))
@@ -239,7 +278,7 @@ class HelmbenchSession:
     def open_storage(self) -> None:
         """Migrate and open the database before any call is paid for (controller only)."""
         if self.recorder is None and not self.is_worker:
-            from .storage import Recorder
+            from .storage.recorder import Recorder
 
             self.recorder = Recorder(self.settings.db_url, self.session_id)
 
@@ -264,7 +303,7 @@ class HelmbenchSession:
         wanted = self.resume_request()
         if wanted is None or self.all_dry_run():
             return None
-        from .resume import build_plan
+        from .execution.resume import build_plan
 
         self.open_storage()
         assert self.recorder is not None
@@ -277,7 +316,7 @@ class HelmbenchSession:
     def load_plan(self) -> ResumePlan | None:
         if not (self._shared and self.plan_path.is_file()):
             return None
-        from .resume import ResumePlan
+        from .execution.resume import ResumePlan
 
         return ResumePlan.load(self.plan_path)
 
@@ -312,7 +351,9 @@ class HelmbenchSession:
         """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
         found = self._options.get(model)
         if found is None:
-            found = self._options[model] = self.settings.recorded(self.settings.model(model)) | {"pytest_args": list(self.config.invocation_params.args)}
+            found = self._options[model] = self.settings.recorded(self.settings.model(model)) | {
+                "pytest_args": list(self.config.invocation_params.args)
+            }
         return found
 
     def stopped_models(self) -> dict[str, str]:
@@ -325,7 +366,9 @@ class HelmbenchSession:
             models = set(self.tallies) | set(self.recorder.runs)
             # A run with cases skipped at the cost ceiling is not complete: `--helmbench-resume` finds it.
             short = {m for m, tally in self.tallies.items() if tally.count(SKIPPED)}
-            statuses = {m: "interrupted" if interrupted or m in stopped or m in short else "completed" for m in models}
+            statuses = {
+                m: "interrupted" if interrupted or m in stopped or m in short else "completed" for m in models
+            }
             self.recorder.finish(statuses)
             self.recorder.close()
         self.close_clients()

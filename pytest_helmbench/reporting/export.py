@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Literal, Optional, Sequence, TextIO, get_args
+from typing import Any, Literal, TextIO, get_args
 
 from sqlmodel import Session
 
-from .dataset import ResultRecord, iter_result_records, resolve_run_ids
+from ..storage.queries import ResultRecord, iter_result_records, resolve_run_ids
 
 ExportFormat = Literal["csv", "json", "jsonl"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
@@ -33,7 +34,7 @@ def record_dict(record: ResultRecord) -> dict[str, Any]:
     return {key: _value(value) for key, value in asdict(record).items()}
 
 
-def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Optional[Sequence[int]] = None) -> int:
+def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Sequence[int] | None = None) -> int:
     """Write every Result of the given runs (default: every run) to ``out``; returns the row count.
 
     Raises ValueError for an unknown format and DatasetError for an empty database or unknown run.

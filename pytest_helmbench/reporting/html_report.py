@@ -15,14 +15,24 @@ import hashlib
 import html
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
+from ..storage.queries import FailureRow, ReportData, RunInfo
 from .analytics import (
-    CaseResult, FactorEffect, GateResult, RepeatStats, ScoreSummary, attribution, code_sort_key, gate, group_by,
-    repeat_stats, score,
+    CaseResult,
+    FactorEffect,
+    GateResult,
+    RepeatStats,
+    ScoreSummary,
+    attribution,
+    code_sort_key,
+    gate,
+    group_by,
+    repeat_stats,
+    score,
 )
-from .dataset import FailureRow, ReportData, RunInfo
 
 #: Failures rendered in the drill-down at most (the rest are counted; `helmbench export` has them all).
 MAX_FAILURES = 2000
@@ -70,7 +80,7 @@ def build_series(data: ReportData) -> list[Series]:
     for run in data.runs:
         by_model.setdefault(run.model, []).append(run)
     per_run = any(len(runs) > 1 for runs in by_model.values())
-    results_by_run: dict[Optional[int], list[CaseResult]] = {}
+    results_by_run: dict[int | None, list[CaseResult]] = {}
     for result in data.results:
         results_by_run.setdefault(result.run_id, []).append(result)
     series = []
@@ -87,10 +97,16 @@ def build_series(data: ReportData) -> list[Series]:
 def summarise(series: Series) -> SeriesSummary:
     gates = gate(series.results)
     return SeriesSummary(
-        label=series.label, model=series.model, run_ids=series.run_ids, score=score(series.results),
-        repeats=repeat_stats(series.results), gate=gates.get(series.model, GateResult(series.model, "passed", (), (), 0)),
-        cost_usd=sum(r.cost_usd for r in series.runs), judge_cost_usd=sum(r.judge_cost_usd for r in series.runs),
-        prompt_tokens=sum(r.prompt_tokens for r in series.runs), completion_tokens=sum(r.completion_tokens for r in series.runs),
+        label=series.label,
+        model=series.model,
+        run_ids=series.run_ids,
+        score=score(series.results),
+        repeats=repeat_stats(series.results),
+        gate=gates.get(series.model, GateResult(series.model, "passed", (), (), 0)),
+        cost_usd=sum(r.cost_usd for r in series.runs),
+        judge_cost_usd=sum(r.judge_cost_usd for r in series.runs),
+        prompt_tokens=sum(r.prompt_tokens for r in series.runs),
+        completion_tokens=sum(r.completion_tokens for r in series.runs),
     )
 
 
@@ -98,11 +114,11 @@ def summaries(data: ReportData) -> list[SeriesSummary]:
     return [summarise(s) for s in build_series(data)]
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-def _score_text(value: Optional[float]) -> str:
+def _score_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
@@ -112,7 +128,8 @@ def summary_line(s: SeriesSummary) -> str:
     parts = [
         f"{s.label}: score {_score_text(sc.score)}",
         f"pass rate {_pct(sc.pass_rate)} (95% CI {100 * sc.wilson_low:.1f}-{100 * sc.wilson_high:.1f}%)",
-        f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors" + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
+        f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
+        + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
     ]
     if s.has_repeats:
         parts.append(f"pass^{s.repeats.k_max} {_pct(s.repeats.pass_k)}")
@@ -130,7 +147,7 @@ def summary_line(s: SeriesSummary) -> str:
 # Chart data (the JSON island)
 
 
-def _num(value: Optional[float], digits: int = 4) -> Optional[float]:
+def _num(value: float | None, digits: int = 4) -> float | None:
     """A finite rounded number for JSON, or None."""
     if value is None or not math.isfinite(value):
         return None
@@ -138,7 +155,12 @@ def _num(value: Optional[float], digits: int = 4) -> Optional[float]:
 
 
 def _cell(summary: ScoreSummary) -> dict[str, Any]:
-    return {"score": _num(summary.score, 2), "n": summary.n_scored, "errors": summary.n_errors, "passRate": _num(summary.pass_rate)}
+    return {
+        "score": _num(summary.score, 2),
+        "n": summary.n_scored,
+        "errors": summary.n_errors,
+        "passRate": _num(summary.pass_rate),
+    }
 
 
 def _min_severity(results: Iterable[CaseResult]) -> dict[str, int]:
@@ -161,28 +183,62 @@ def chart_data(data: ReportData, series: list[Series], sums: list[SeriesSummary]
         by_condition = group_by(s.results, "condition")
         stability.append([_cell(score(by_condition[c])) if c in by_condition else None for c in conditions])
         for effect in attribution(s.results):
-            effects.append({
-                "series": index, "factor": effect.factor, "factorName": FACTOR_NAMES[effect.factor], "level": effect.level,
-                "title": _level_title(data, effect), "delta": _num(effect.delta), "low": _num(effect.ci_low),
-                "high": _num(effect.ci_high), "n": effect.n_pairs,
-            })
+            effects.append(
+                {
+                    "series": index,
+                    "factor": effect.factor,
+                    "factorName": FACTOR_NAMES[effect.factor],
+                    "level": effect.level,
+                    "title": _level_title(data, effect),
+                    "delta": _num(effect.delta),
+                    "low": _num(effect.ci_low),
+                    "high": _num(effect.ci_high),
+                    "n": effect.n_pairs,
+                }
+            )
         rep = summary.repeats
-        rates.append({
-            "series": index, "rate": _num(rep.pass_rate), "low": _num(rep.wilson_low), "high": _num(rep.wilson_high),
-            "n": rep.n_passed + rep.n_failed, "k": rep.k_max, "passK": _num(rep.pass_k) if summary.has_repeats else None,
-            "passKLow": _num(rep.pass_k_wilson_low), "passKHigh": _num(rep.pass_k_wilson_high),
-        })
-    effects.sort(key=lambda e: (["condition", "user_context", "style"].index(e["factor"]), code_sort_key(e["level"]), e["series"]))
+        rates.append(
+            {
+                "series": index,
+                "rate": _num(rep.pass_rate),
+                "low": _num(rep.wilson_low),
+                "high": _num(rep.wilson_high),
+                "n": rep.n_passed + rep.n_failed,
+                "k": rep.k_max,
+                "passK": _num(rep.pass_k) if summary.has_repeats else None,
+                "passKLow": _num(rep.pass_k_wilson_low),
+                "passKHigh": _num(rep.pass_k_wilson_high),
+            }
+        )
+    effects.sort(
+        key=lambda e: (
+            ["condition", "user_context", "style"].index(e["factor"]),
+            code_sort_key(e["level"]),
+            e["series"],
+        )
+    )
     costs = [
-        {"series": i, "run": run.id, "label": f"{run.model} (run {run.id})", "model": _num(run.cost_usd, 6),
-         "judge": _num(run.judge_cost_usd, 6)}
-        for i, s in enumerate(series) for run in s.runs
+        {
+            "series": i,
+            "run": run.id,
+            "label": f"{run.model} (run {run.id})",
+            "model": _num(run.cost_usd, 6),
+            "judge": _num(run.judge_cost_usd, 6),
+        }
+        for i, s in enumerate(series)
+        for run in s.runs
     ]
     return {
         "series": [{"label": s.label, "model": s.model, "runs": list(s.run_ids)} for s in series],
-        "behaviours": [{"code": b, "title": labels.behaviour_titles.get(b, b), "pillar": b.split("-")[0]} for b in behaviours],
+        "behaviours": [
+            {"code": b, "title": labels.behaviour_titles.get(b, b), "pillar": b.split("-")[0]}
+            for b in behaviours
+        ],
         "heatmap": heatmap,
-        "conditions": [{"code": c, "title": labels.condition_titles.get(c, ""), "severity": severities[c]} for c in conditions],
+        "conditions": [
+            {"code": c, "title": labels.condition_titles.get(c, ""), "severity": severities[c]}
+            for c in conditions
+        ],
         "stability": stability,
         "attribution": effects,
         "passRates": rates,
@@ -201,7 +257,13 @@ def _level_title(data: ReportData, effect: FactorEffect) -> str:
 def json_for_script(value: Any) -> str:
     """JSON that is safe inside <script>: no '<', '>' or '&' (written as \\u escapes), no raw U+2028/9."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for char, escape in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for char, escape in (
+        ("&", "\\u0026"),
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(char, escape)
     return text
 
@@ -229,59 +291,78 @@ def _money(value: float) -> str:
 
 def _summary_table(sums: list[SeriesSummary]) -> str:
     any_repeats = any(s.has_repeats for s in sums)
-    head = ["Model", "Runs", "Score", "Pass rate (95% Wilson)"] + (["pass^k"] if any_repeats else []) + [
-        "Passed", "Failed", "Errors", "Skipped", "Critical gate", "Cost (model + judge)"]
+    head = (
+        ["Model", "Runs", "Score", "Pass rate (95% Wilson)"]
+        + (["pass^k"] if any_repeats else [])
+        + ["Passed", "Failed", "Errors", "Skipped", "Critical gate", "Cost (model + judge)"]
+    )
     rows = []
     for s in sums:
         sc, rep = s.score, s.repeats
         cells = [
-            f"<th scope=\"row\">{e(s.label)}</th>",
+            f'<th scope="row">{e(s.label)}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
-            f"<td class=\"num score\">{e(_score_text(sc.score))}</td>",
-            f"<td class=\"num\">{e(_pct(sc.pass_rate))} <span class=\"ci\">[{100 * sc.wilson_low:.1f}&ndash;{100 * sc.wilson_high:.1f}%]</span></td>",
+            f'<td class="num score">{e(_score_text(sc.score))}</td>',
+            f'<td class="num">{e(_pct(sc.pass_rate))} <span class="ci">[{100 * sc.wilson_low:.1f}&ndash;{100 * sc.wilson_high:.1f}%]</span></td>',
         ]
         if any_repeats:
-            text = (f"{_pct(rep.pass_k)} <span class=\"ci\">(k={rep.k_max}; [{100 * rep.pass_k_wilson_low:.1f}&ndash;"
-                    f"{100 * rep.pass_k_wilson_high:.1f}%])</span>") if s.has_repeats else "&ndash;"
-            cells.append(f"<td class=\"num passk\">{text}</td>")
-        cells += [f"<td class=\"num\">{n}</td>" for n in (sc.n_passed, sc.n_failed, sc.n_errors, sc.n_skipped)]
+            text = (
+                (
+                    f'{_pct(rep.pass_k)} <span class="ci">(k={rep.k_max}; [{100 * rep.pass_k_wilson_low:.1f}&ndash;'
+                    f"{100 * rep.pass_k_wilson_high:.1f}%])</span>"
+                )
+                if s.has_repeats
+                else "&ndash;"
+            )
+            cells.append(f'<td class="num passk">{text}</td>')
+        cells += [f'<td class="num">{n}</td>' for n in (sc.n_passed, sc.n_failed, sc.n_errors, sc.n_skipped)]
         cells.append(f"<td>{_gate_badge(s.gate)}</td>")
-        cells.append(f"<td class=\"num\">{e(_money(s.cost_usd + s.judge_cost_usd))} <span class=\"ci\">({e(_money(s.cost_usd))} + {e(_money(s.judge_cost_usd))})</span></td>")
+        cells.append(
+            f'<td class="num">{e(_money(s.cost_usd + s.judge_cost_usd))} <span class="ci">({e(_money(s.cost_usd))} + {e(_money(s.judge_cost_usd))})</span></td>'
+        )
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return _table("summary-table", head, rows)
 
 
 def _table(table_id: str, head: list[str], rows: list[str]) -> str:
-    header = "".join(f"<th scope=\"col\">{e(h)}</th>" for h in head)
-    body = "\n".join(rows) if rows else f"<tr><td colspan=\"{len(head)}\">nothing to show</td></tr>"
-    return f"<table id=\"{table_id}\"><thead><tr>{header}</tr></thead><tbody>\n{body}\n</tbody></table>"
+    header = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
+    body = "\n".join(rows) if rows else f'<tr><td colspan="{len(head)}">nothing to show</td></tr>'
+    return f'<table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>\n{body}\n</tbody></table>'
 
 
 def _gate_badge(g: GateResult) -> str:
-    return f"<span class=\"badge gate-{e(g.status)}\">{e(g.status)}</span>"
+    return f'<span class="badge gate-{e(g.status)}">{e(g.status)}</span>'
 
 
 def _case_links(codes: Iterable[str], label: str, anchors: dict[tuple[str, str], int]) -> str:
     links = []
     for code in codes:
         target = anchors.get((label, code))
-        links.append(f"<a href=\"#failure-{target}\"><code>{e(code)}</code></a>" if target is not None else f"<code>{e(code)}</code>")
+        links.append(
+            f'<a href="#failure-{target}"><code>{e(code)}</code></a>'
+            if target is not None
+            else f"<code>{e(code)}</code>"
+        )
     return ", ".join(links) if links else "&ndash;"
 
 
 def _gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) -> str:
     rows = [
-        f"<tr data-gate=\"{e(s.gate.status)}\"><th scope=\"row\">{e(s.label)}</th><td>{_gate_badge(s.gate)}</td>"
-        f"<td class=\"num\">{s.gate.n_critical}</td><td>{_case_links(s.gate.failed_cases, s.label, anchors)}</td>"
+        f'<tr data-gate="{e(s.gate.status)}"><th scope="row">{e(s.label)}</th><td>{_gate_badge(s.gate)}</td>'
+        f'<td class="num">{s.gate.n_critical}</td><td>{_case_links(s.gate.failed_cases, s.label, anchors)}</td>'
         f"<td>{_case_links(s.gate.incomplete_cases, s.label, anchors)}</td></tr>"
         for s in sums
     ]
-    return _table("gates-table", ["Model", "Gate", "Critical attempts", "Failed critical cases", "Errored or skipped critical cases"], rows)
+    return _table(
+        "gates-table",
+        ["Model", "Gate", "Critical attempts", "Failed critical cases", "Errored or skipped critical cases"],
+        rows,
+    )
 
 
 def _behaviour_table(data: ReportData, chart: dict[str, Any]) -> str:
     rows = [
-        f"<tr><th scope=\"row\"><code>{e(b['code'])}</code></th><td>{e(b['title'])}</td>"
+        f'<tr><th scope="row"><code>{e(b["code"])}</code></th><td>{e(b["title"])}</td>'
         f"<td>{e(data.labels.pillar_names.get(b['pillar'], b['pillar']))}</td></tr>"
         for b in chart["behaviours"]
     ]
@@ -292,28 +373,40 @@ def _stability_table(series: list[Series], chart: dict[str, Any]) -> str:
     rows = []
     codes = [c["code"] for c in chart["conditions"]]
     for s, cells in zip(series, chart["stability"]):
-        scored = [(cell["score"], code) for cell, code in zip(cells, codes) if cell and cell["score"] is not None]
+        scored = [
+            (cell["score"], code) for cell, code in zip(cells, codes) if cell and cell["score"] is not None
+        ]
         if not scored:
-            rows.append(f"<tr><th scope=\"row\">{e(s.label)}</th><td colspan=\"3\">nothing scored</td></tr>")
+            rows.append(f'<tr><th scope="row">{e(s.label)}</th><td colspan="3">nothing scored</td></tr>')
             continue
         worst, best = min(scored), max(scored)
         rows.append(
-            f"<tr><th scope=\"row\">{e(s.label)}</th><td>{e(best[1])} ({best[0]:.1f})</td><td>{e(worst[1])} ({worst[0]:.1f})</td>"
-            f"<td class=\"num\">{best[0] - worst[0]:.1f}</td></tr>"
+            f'<tr><th scope="row">{e(s.label)}</th><td>{e(best[1])} ({best[0]:.1f})</td><td>{e(worst[1])} ({worst[0]:.1f})</td>'
+            f'<td class="num">{best[0] - worst[0]:.1f}</td></tr>'
         )
-    return _table("stability-table", ["Model", "Best condition (score)", "Worst condition (score)", "Spread (points)"], rows)
+    return _table(
+        "stability-table",
+        ["Model", "Best condition (score)", "Worst condition (score)", "Spread (points)"],
+        rows,
+    )
 
 
 def _cost_table(runs: list[RunInfo]) -> str:
     rows = [
-        f"<tr><th scope=\"row\">{run.id}</th><td>{e(run.model)}</td><td class=\"num\">{run.prompt_tokens}</td>"
-        f"<td class=\"num\">{run.completion_tokens}</td><td class=\"num\">{e(_money(run.cost_usd))}</td>"
-        f"<td class=\"num\">{e(_money(run.judge_cost_usd))}</td><td class=\"num\">{e(_money(run.total_cost_usd))}</td></tr>"
+        f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td><td class="num">{run.prompt_tokens}</td>'
+        f'<td class="num">{run.completion_tokens}</td><td class="num">{e(_money(run.cost_usd))}</td>'
+        f'<td class="num">{e(_money(run.judge_cost_usd))}</td><td class="num">{e(_money(run.total_cost_usd))}</td></tr>'
         for run in runs
     ]
     total = sum(run.total_cost_usd for run in runs)
-    rows.append(f"<tr class=\"total\"><th scope=\"row\" colspan=\"6\">Total</th><td class=\"num\">{e(_money(total))}</td></tr>")
-    return _table("cost-table", ["Run", "Model", "Prompt tokens", "Completion tokens", "Model cost", "Judge cost", "Total"], rows)
+    rows.append(
+        f'<tr class="total"><th scope="row" colspan="6">Total</th><td class="num">{e(_money(total))}</td></tr>'
+    )
+    return _table(
+        "cost-table",
+        ["Run", "Model", "Prompt tokens", "Completion tokens", "Model cost", "Judge cost", "Total"],
+        rows,
+    )
 
 
 def _when(value: Any) -> str:
@@ -325,18 +418,36 @@ def _runs_table(runs: list[RunInfo]) -> str:
     for run in runs:
         options = json.dumps(run.options, ensure_ascii=False, indent=2, sort_keys=True, default=str)
         rows.append(
-            f"<tr><th scope=\"row\">{run.id}</th><td>{e(run.model)}</td><td><span class=\"badge run-{e(run.status)}\">{e(run.status)}</span></td>"
+            f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td><td><span class="badge run-{e(run.status)}">{e(run.status)}</span></td>'
             f"<td>{e(_when(run.started_at)) if run.started_at else '&ndash;'}</td><td>{e(_when(run.finished_at)) if run.finished_at else '&ndash;'}</td>"
-            f"<td class=\"num\">{run.passed}</td><td class=\"num\">{run.failed}</td><td class=\"num\">{run.errors}</td>"
-            f"<td class=\"num\">{run.skipped}</td><td><details><summary>options</summary><pre>{e(options)}</pre></details></td></tr>"
+            f'<td class="num">{run.passed}</td><td class="num">{run.failed}</td><td class="num">{run.errors}</td>'
+            f'<td class="num">{run.skipped}</td><td><details><summary>options</summary><pre>{e(options)}</pre></details></td></tr>'
         )
-    return _table("runs-table", ["Run", "Model", "Status", "Started (UTC)", "Finished (UTC)", "Passed", "Failed", "Errors", "Skipped", "Options"], rows)
+    return _table(
+        "runs-table",
+        [
+            "Run",
+            "Model",
+            "Status",
+            "Started (UTC)",
+            "Finished (UTC)",
+            "Passed",
+            "Failed",
+            "Errors",
+            "Skipped",
+            "Options",
+        ],
+        rows,
+    )
 
 
 def _failure_item(f: FailureRow) -> str:
     fields: list[tuple[str, str, str]] = [("Reason", f.reason, "reason")]
     if f.expected is not None or f.actual is not None:
-        fields += [("Expected", _json_text(f.expected), "expected"), ("Actual", _json_text(f.actual), "actual")]
+        fields += [
+            ("Expected", _json_text(f.expected), "expected"),
+            ("Actual", _json_text(f.actual), "actual"),
+        ]
     if f.judge_verdict is not None:
         fields.append(("Judge verdict", ", ".join(f.judge_verdict), "judge-verdict"))
     if f.judge_rationale is not None:
@@ -345,20 +456,27 @@ def _failure_item(f: FailureRow) -> str:
         fields.append(("Judge's raw answer", f.judge_raw, "judge-raw"))
     if f.parsed_answer is not None:
         fields.append(("Parsed answer", _json_text(f.parsed_answer), "parsed"))
-    fields += [("Composed prompt", f.prompt, "prompt"), ("Raw response", f.raw_response if f.raw_response is not None else "(none)", "raw")]
-    body = "".join(f"<dt>{e(name)}</dt><dd><pre class=\"{cls}\">{e(text)}</pre></dd>" for name, text, cls in fields)
+    fields += [
+        ("Composed prompt", f.prompt, "prompt"),
+        ("Raw response", f.raw_response if f.raw_response is not None else "(none)", "raw"),
+    ]
+    body = "".join(
+        f'<dt>{e(name)}</dt><dd><pre class="{cls}">{e(text)}</pre></dd>' for name, text, cls in fields
+    )
     short = f.reason if len(f.reason) <= 160 else f.reason[:157] + "..."
     repeat = f" &middot; repeat {f.repeat}" if f.repeat else ""
-    critical = " <span class=\"badge critical\">critical</span>" if f.critical else ""
+    critical = ' <span class="badge critical">critical</span>' if f.critical else ""
     return (
-        f"<details class=\"failure\" id=\"failure-{f.result_id}\" data-status=\"{e(f.status)}\">"
-        f"<summary><span class=\"badge {e(f.status)}\">{e(f.status)}</span>{critical} <code>{e(f.case_code)}</code> "
-        f"<span class=\"muted\">run {f.run_id}{repeat}</span> <span class=\"reason\">{e(short)}</span></summary>"
+        f'<details class="failure" id="failure-{f.result_id}" data-status="{e(f.status)}">'
+        f'<summary><span class="badge {e(f.status)}">{e(f.status)}</span>{critical} <code>{e(f.case_code)}</code> '
+        f'<span class="muted">run {f.run_id}{repeat}</span> <span class="reason">{e(short)}</span></summary>'
         f"<dl>{body}</dl></details>"
     )
 
 
-def _failures_section(series: list[Series], failures: list[FailureRow], max_failures: int) -> tuple[str, dict[tuple[str, str], int]]:
+def _failures_section(
+    series: list[Series], failures: list[FailureRow], max_failures: int
+) -> tuple[str, dict[tuple[str, str], int]]:
     """The drill-down, grouped by series; also the anchor of each (series, case code)'s first failure."""
     label_of = {run.id: s.label for s in series for run in s.runs}
     grouped: dict[str, list[FailureRow]] = {}
@@ -372,7 +490,9 @@ def _failures_section(series: list[Series], failures: list[FailureRow], max_fail
         if not items:
             continue
         n_failed = sum(f.status == "failed" for f in items)
-        parts.append(f"<h3>{e(s.label)} <span class=\"muted\">{n_failed} failed, {len(items) - n_failed} errors</span></h3>")
+        parts.append(
+            f'<h3>{e(s.label)} <span class="muted">{n_failed} failed, {len(items) - n_failed} errors</span></h3>'
+        )
         for f in items:
             if shown >= max_failures:
                 break
@@ -382,8 +502,10 @@ def _failures_section(series: list[Series], failures: list[FailureRow], max_fail
     if not failures:
         parts.append("<p>No failed or errored case in the selected runs.</p>")
     elif shown < len(failures):
-        parts.append(f"<p class=\"note\">{len(failures) - shown} more failures are not shown; "
-                     f"<code>helmbench export</code> has every row.</p>")
+        parts.append(
+            f'<p class="note">{len(failures) - shown} more failures are not shown; '
+            f"<code>helmbench export</code> has every row.</p>"
+        )
     return "\n".join(parts), anchors
 
 
@@ -394,13 +516,17 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
     chart = chart_data(data, series, sums)
     failures_html, anchors = _failures_section(series, data.failures, max_failures)
     script_hash = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; img-src data:; "
-           "base-uri 'none'; form-action 'none'")
+    csp = (
+        f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; img-src data:; "
+        "base-uri 'none'; form-action 'none'"
+    )
     n_results = len(data.results)
     any_repeats = any(s.has_repeats for s in sums)
-    meta = (f"Generated {data.generated_at.strftime('%Y-%m-%d %H:%M UTC')} from {e(data.source or 'the database')}: "
-            f"{len(series)} model{'s' if len(series) != 1 else ''}, {len(data.runs)} run{'s' if len(data.runs) != 1 else ''}, "
-            f"{n_results} results.")
+    meta = (
+        f"Generated {data.generated_at.strftime('%Y-%m-%d %H:%M UTC')} from {e(data.source or 'the database')}: "
+        f"{len(series)} model{'s' if len(series) != 1 else ''}, {len(data.runs)} run{'s' if len(data.runs) != 1 else ''}, "
+        f"{n_results} results."
+    )
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -425,7 +551,8 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
 <h2>Models</h2>
 <p class="explain">Score: severity-weighted share of points kept (0&ndash;100; equals the pass rate &times; 100 when every severity is 0).
 Pass rate over passed + failed attempts with a 95% Wilson interval; errors and skips are excluded and counted apart.{
-    ' pass^k: share of cases whose every repeat passed.' if any_repeats else ''}</p>
+        " pass^k: share of cases whose every repeat passed." if any_repeats else ""
+    }</p>
 {_summary_table(sums)}
 <div id="passrate" class="chart" aria-label="pass rate per model with 95% interval"></div>
 </section>

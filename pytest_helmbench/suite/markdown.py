@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .errors import BenchmarkError
+from ..errors import BenchmarkError
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _H1 = re.compile(r"^# (?P<text>.*)$")
@@ -54,9 +54,13 @@ def read_text(path: Path) -> str:
     try:
         return normalize(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise BenchmarkError(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8") from None
+        raise BenchmarkError(
+            path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8"
+        ) from None
     except OSError as exc:
-        raise BenchmarkError(path, f"cannot be read: {exc.strerror}", fix="check that the file exists and is readable") from None
+        raise BenchmarkError(
+            path, f"cannot be read: {exc.strerror}", fix="check that the file exists and is readable"
+        ) from None
 
 
 # libyaml's safe loader builds the same values about ten times faster (collection reads a few YAML
@@ -76,7 +80,12 @@ def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BenchmarkError(path, f"malformed YAML: {problem}", line=line, fix="correct the YAML syntax (indentation, quotes, colons)") from None
+        raise BenchmarkError(
+            path,
+            f"malformed YAML: {problem}",
+            line=line,
+            fix="correct the YAML syntax (indentation, quotes, colons)",
+        ) from None
 
 
 def _yaml_mapping(lines: list[str], path: Path, first_line: int) -> dict[str, Any]:
@@ -84,7 +93,12 @@ def _yaml_mapping(lines: list[str], path: Path, first_line: int) -> dict[str, An
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BenchmarkError(path, "the metadata block must be a YAML mapping (key: value lines)", line=first_line, fix="write one 'key: value' per line, e.g. 'severity: 2'")
+        raise BenchmarkError(
+            path,
+            "the metadata block must be a YAML mapping (key: value lines)",
+            line=first_line,
+            fix="write one 'key: value' per line, e.g. 'severity: 2'",
+        )
     return data
 
 
@@ -97,7 +111,12 @@ def split_frontmatter(text: str, path: Path) -> MarkdownDoc:
         if lines[index].rstrip() in ("---", "..."):
             meta = _yaml_mapping(lines[1:index], path, 2)
             return MarkdownDoc(meta, "\n".join(lines[index + 1 :]), index + 2)
-    raise BenchmarkError(path, "frontmatter opened with '---' is never closed", line=1, fix="add a closing '---' line after the metadata")
+    raise BenchmarkError(
+        path,
+        "frontmatter opened with '---' is never closed",
+        line=1,
+        fix="add a closing '---' line after the metadata",
+    )
 
 
 def _is_fence(line: str, fence: str | None) -> tuple[bool, str | None]:
@@ -129,15 +148,24 @@ def split_consolidated(text: str, path: Path, prefix: str) -> list[RawComponent]
         code = head.group("code") if head else ""
         if not head or not re.fullmatch(rf"{prefix}[1-9]\d*", code):
             raise BenchmarkError(
-                path, f"heading {line.strip()!r} does not start with a valid code", line=index + 1,
+                path,
+                f"heading {line.strip()!r} does not start with a valid code",
+                line=index + 1,
                 fix=f"write it as '# {prefix}<n>' or '# {prefix}<n>: <title>' (e.g. '# {prefix}1: ...')",
             )
         starts.append((index, code, (head.group("title") or "").strip()))
     if not starts:
-        raise BenchmarkError(path, "no component found", fix=f"add at least one '# {prefix}1' heading followed by its content")
+        raise BenchmarkError(
+            path, "no component found", fix=f"add at least one '# {prefix}1' heading followed by its content"
+        )
     stray = next((index for index in range(starts[0][0]) if lines[index].strip()), None)
     if stray is not None:
-        raise BenchmarkError(path, "text before the first '# <code>' heading", line=stray + 1, fix="move it under a component heading or delete it")
+        raise BenchmarkError(
+            path,
+            "text before the first '# <code>' heading",
+            line=stray + 1,
+            fix="move it under a component heading or delete it",
+        )
     components = []
     for number, (start, code, title) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
@@ -157,7 +185,12 @@ def _metadata_block(lines: list[str], path: Path, first_line: int) -> tuple[dict
         if lines[close].rstrip() in ("---", "..."):
             meta = _yaml_mapping(lines[index + 1 : close], path, first_line + index + 1)
             return meta, "\n".join(lines[close + 1 :])
-    raise BenchmarkError(path, "metadata block opened with '---' is never closed", line=first_line + index, fix="add a closing '---' line")
+    raise BenchmarkError(
+        path,
+        "metadata block opened with '---' is never closed",
+        line=first_line + index,
+        fix="add a closing '---' line",
+    )
 
 
 def heading_tag(heading: str) -> str:

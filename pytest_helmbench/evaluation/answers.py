@@ -30,7 +30,9 @@ def parse_json_content(content: str | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AnswerInvalid(f"response is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise AnswerInvalid(
+            f"response is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
 
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}

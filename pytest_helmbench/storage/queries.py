@@ -8,9 +8,10 @@ ORM objects, so tens of thousands of rows load in a fraction of a second.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterator, Optional, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.exc import SQLAlchemyError
@@ -18,9 +19,19 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql import Select
 from sqlmodel import Session, select
 
-from .analytics import CaseResult, code_sort_key
-from .errors import HelmbenchError
-from .tables import LLM, Behaviour, Condition, EvaluationRun, Perturbation, Pillar, Result, Scenario, UserContext
+from ..errors import HelmbenchError
+from ..reporting.analytics import CaseResult, code_sort_key
+from .tables import (
+    LLM,
+    Behaviour,
+    Condition,
+    EvaluationRun,
+    Perturbation,
+    Pillar,
+    Result,
+    Scenario,
+    UserContext,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +52,7 @@ class RunInfo:
     status: str
     session_id: str
     started_at: datetime
-    finished_at: Optional[datetime]
+    finished_at: datetime | None
     total_tests: int  # passed + failed (the evaluated cases)
     passed: int
     failed: int
@@ -73,13 +84,13 @@ class FailureRow:
     scenario: str
     critical: bool
     prompt: str
-    raw_response: Optional[str]
+    raw_response: str | None
     parsed_answer: Any
     expected: Any
     actual: Any
-    judge_verdict: Optional[tuple[str, ...]]  # the judge's values, for sqe
-    judge_rationale: Optional[str]
-    judge_raw: Optional[str]  # the judge's unusable answer, when the judge erred
+    judge_verdict: tuple[str, ...] | None  # the judge's values, for sqe
+    judge_rationale: str | None
+    judge_raw: str | None  # the judge's unusable answer, when the judge erred
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ class ResultRecord:
     behaviour: str
     scenario: str
     condition: str
-    user_context: Optional[str]
+    user_context: str | None
     perturbation: str
     repeat: int
     status: str
@@ -104,26 +115,36 @@ class ResultRecord:
     user_context_severity: int  # 0 without a user context, as in scoring
     perturbation_severity: int
     base_severity: int  # perturbation + user-context severity
-    style: Optional[str]
-    prompt_tokens: Optional[int]
-    completion_tokens: Optional[int]
-    cost_usd: Optional[float]
-    judge_cost_usd: Optional[float]
-    latency_ms: Optional[float]
+    style: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    judge_cost_usd: float | None
+    latency_ms: float | None
     cached: bool
-    attempts: Optional[int]
-    finish_reason: Optional[str]
+    attempts: int | None
+    finish_reason: str | None
     prompt_hash: str
-    created_at: Optional[datetime]
+    created_at: datetime | None
 
     def case_result(self) -> CaseResult:
         return CaseResult(
-            model=self.model, run_id=self.run_id, case_code=self.case_code, pillar=self.pillar,
-            behaviour=self.behaviour, scenario=self.scenario, condition=self.condition,
-            condition_severity=self.condition_severity, user_context=self.user_context,
-            user_context_severity=self.user_context_severity, perturbation=self.perturbation,
-            perturbation_severity=self.perturbation_severity, perturbation_style=self.style,
-            status=self.status, critical=self.critical, repeat=self.repeat,
+            model=self.model,
+            run_id=self.run_id,
+            case_code=self.case_code,
+            pillar=self.pillar,
+            behaviour=self.behaviour,
+            scenario=self.scenario,
+            condition=self.condition,
+            condition_severity=self.condition_severity,
+            user_context=self.user_context,
+            user_context_severity=self.user_context_severity,
+            perturbation=self.perturbation,
+            perturbation_severity=self.perturbation_severity,
+            perturbation_style=self.style,
+            status=self.status,
+            critical=self.critical,
+            repeat=self.repeat,
         )
 
 
@@ -146,7 +167,7 @@ class ReportData:
     failures: list[FailureRow]
     labels: Labels
     source: str = ""  # where the data came from (a password-free database URL)
-    generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +180,9 @@ def latest_run_ids(session: Session) -> list[int]:
     return sorted(int(run_id) for run_id in session.exec(query).all() if run_id is not None)
 
 
-def resolve_run_ids(session: Session, run_ids: Optional[Sequence[int]] = None, *, all_runs: bool = False) -> list[int]:
+def resolve_run_ids(
+    session: Session, run_ids: Sequence[int] | None = None, *, all_runs: bool = False
+) -> list[int]:
     """Check the requested runs exist; ``None`` means the latest per model (or every run with all_runs).
 
     Raises DatasetError with a one-line message when the database holds no run or an id is unknown.
@@ -171,7 +194,9 @@ def resolve_run_ids(session: Session, run_ids: Optional[Sequence[int]] = None, *
         if run_ids is None:
             return sorted(known) if all_runs else latest_run_ids(session)
     except SQLAlchemyError as exc:
-        raise DatasetError(f"cannot read the database: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        raise DatasetError(
+            f"cannot read the database: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
+        ) from None
     wanted = list(dict.fromkeys(int(r) for r in run_ids))
     missing = [r for r in wanted if r not in known]
     if missing:
@@ -194,7 +219,7 @@ def _ranges(ids: list[int]) -> str:
     return ", ".join(parts)
 
 
-def _selected(session: Session, run_ids: Optional[Sequence[int]]) -> list[int]:
+def _selected(session: Session, run_ids: Sequence[int] | None) -> list[int]:
     return resolve_run_ids(session, run_ids) if run_ids is None else [int(r) for r in run_ids]
 
 
@@ -202,18 +227,34 @@ def _selected(session: Session, run_ids: Optional[Sequence[int]]) -> list[int]:
 # Loaders
 
 
-def load_runs(session: Session, run_ids: Optional[Sequence[int]] = None) -> list[RunInfo]:
+def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[RunInfo]:
     """The selected runs in model order, then run id."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
-    query = select(EvaluationRun, LLM.model_id).join(LLM, LLM.id == EvaluationRun.llm_id).where(EvaluationRun.id.in_(ids))
+    query = (
+        select(EvaluationRun, LLM.model_id)
+        .join(LLM, LLM.id == EvaluationRun.llm_id)
+        .where(EvaluationRun.id.in_(ids))
+    )
     runs = [
         RunInfo(
-            id=run.id, model=model, status=run.status, session_id=run.session_id, started_at=run.started_at,
-            finished_at=run.finished_at, total_tests=run.total_tests, passed=run.passed_tests, failed=run.failed_tests,
-            errors=run.error_tests, skipped=run.skipped_tests, cost_usd=run.cost_usd, judge_cost_usd=run.judge_cost_usd,
-            prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens, options=dict(run.options or {}),
+            id=run.id,
+            model=model,
+            status=run.status,
+            session_id=run.session_id,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            total_tests=run.total_tests,
+            passed=run.passed_tests,
+            failed=run.failed_tests,
+            errors=run.error_tests,
+            skipped=run.skipped_tests,
+            cost_usd=run.cost_usd,
+            judge_cost_usd=run.judge_cost_usd,
+            prompt_tokens=run.prompt_tokens,
+            completion_tokens=run.completion_tokens,
+            options=dict(run.options or {}),
         )
         for run, model in session.exec(query).all()
     ]
@@ -224,12 +265,23 @@ def _result_query(run_ids: Sequence[int], *columns: Any) -> Select:
     """Result joined with its run, model and content rows, restricted to the given runs."""
     uc = aliased(UserContext)
     base = (
-        Result.id.label("result_id"), Result.run_id, LLM.model_id.label("model"), Result.case_code,
-        Pillar.code.label("pillar"), Behaviour.full_code.label("behaviour"), Scenario.full_code.label("scenario"),
-        Condition.code.label("condition"), Condition.severity.label("condition_severity"),
-        uc.code.label("user_context"), uc.severity.label("user_context_severity"),
-        Perturbation.code.label("perturbation"), Perturbation.severity.label("perturbation_severity"),
-        Perturbation.style.label("style"), Scenario.critical, Result.repeat_index.label("repeat"), Result.status,
+        Result.id.label("result_id"),
+        Result.run_id,
+        LLM.model_id.label("model"),
+        Result.case_code,
+        Pillar.code.label("pillar"),
+        Behaviour.full_code.label("behaviour"),
+        Scenario.full_code.label("scenario"),
+        Condition.code.label("condition"),
+        Condition.severity.label("condition_severity"),
+        uc.code.label("user_context"),
+        uc.severity.label("user_context_severity"),
+        Perturbation.code.label("perturbation"),
+        Perturbation.severity.label("perturbation_severity"),
+        Perturbation.style.label("style"),
+        Scenario.critical,
+        Result.repeat_index.label("repeat"),
+        Result.status,
     )
     return (
         select(*base, *columns)
@@ -249,15 +301,26 @@ def _result_query(run_ids: Sequence[int], *columns: Any) -> Select:
 
 def _case_result(row: Any) -> CaseResult:
     return CaseResult(
-        model=row.model, run_id=row.run_id, case_code=row.case_code, pillar=row.pillar, behaviour=row.behaviour,
-        scenario=row.scenario, condition=row.condition, condition_severity=row.condition_severity or 0,
-        user_context=row.user_context, user_context_severity=row.user_context_severity or 0,
-        perturbation=row.perturbation, perturbation_severity=row.perturbation_severity or 0,
-        perturbation_style=row.style, status=row.status, critical=bool(row.critical), repeat=row.repeat or 0,
+        model=row.model,
+        run_id=row.run_id,
+        case_code=row.case_code,
+        pillar=row.pillar,
+        behaviour=row.behaviour,
+        scenario=row.scenario,
+        condition=row.condition,
+        condition_severity=row.condition_severity or 0,
+        user_context=row.user_context,
+        user_context_severity=row.user_context_severity or 0,
+        perturbation=row.perturbation,
+        perturbation_severity=row.perturbation_severity or 0,
+        perturbation_style=row.style,
+        status=row.status,
+        critical=bool(row.critical),
+        repeat=row.repeat or 0,
     )
 
 
-def load_case_results(session: Session, run_ids: Optional[Sequence[int]] = None) -> list[CaseResult]:
+def load_case_results(session: Session, run_ids: Sequence[int] | None = None) -> list[CaseResult]:
     """One CaseResult per stored Result of the selected runs (every status), in storage order."""
     ids = _selected(session, run_ids)
     if not ids:
@@ -270,29 +333,71 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
     if not run_ids:
         return
     query = _result_query(
-        run_ids, Result.reason, Result.prompt_tokens, Result.completion_tokens, Result.cost_usd, Result.judge_cost_usd,
-        Result.latency_ms, Result.cached, Result.attempts, Result.finish_reason, Result.prompt_hash, Result.created_at,
+        run_ids,
+        Result.reason,
+        Result.prompt_tokens,
+        Result.completion_tokens,
+        Result.cost_usd,
+        Result.judge_cost_usd,
+        Result.latency_ms,
+        Result.cached,
+        Result.attempts,
+        Result.finish_reason,
+        Result.prompt_hash,
+        Result.created_at,
     ).execution_options(yield_per=2000)
     for row in session.connection().execute(query):
-        cs, us, ps = row.condition_severity or 0, row.user_context_severity or 0, row.perturbation_severity or 0
+        cs, us, ps = (
+            row.condition_severity or 0,
+            row.user_context_severity or 0,
+            row.perturbation_severity or 0,
+        )
         yield ResultRecord(
-            result_id=row.result_id, run_id=row.run_id, model=row.model, case_code=row.case_code, pillar=row.pillar,
-            behaviour=row.behaviour, scenario=row.scenario, condition=row.condition, user_context=row.user_context,
-            perturbation=row.perturbation, repeat=row.repeat or 0, status=row.status, reason=row.reason or "",
-            critical=bool(row.critical), condition_severity=cs, user_context_severity=us, perturbation_severity=ps,
-            base_severity=ps + us, style=row.style, prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens,
-            cost_usd=row.cost_usd, judge_cost_usd=row.judge_cost_usd, latency_ms=row.latency_ms, cached=bool(row.cached),
-            attempts=row.attempts, finish_reason=row.finish_reason, prompt_hash=row.prompt_hash, created_at=row.created_at,
+            result_id=row.result_id,
+            run_id=row.run_id,
+            model=row.model,
+            case_code=row.case_code,
+            pillar=row.pillar,
+            behaviour=row.behaviour,
+            scenario=row.scenario,
+            condition=row.condition,
+            user_context=row.user_context,
+            perturbation=row.perturbation,
+            repeat=row.repeat or 0,
+            status=row.status,
+            reason=row.reason or "",
+            critical=bool(row.critical),
+            condition_severity=cs,
+            user_context_severity=us,
+            perturbation_severity=ps,
+            base_severity=ps + us,
+            style=row.style,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            cost_usd=row.cost_usd,
+            judge_cost_usd=row.judge_cost_usd,
+            latency_ms=row.latency_ms,
+            cached=bool(row.cached),
+            attempts=row.attempts,
+            finish_reason=row.finish_reason,
+            prompt_hash=row.prompt_hash,
+            created_at=row.created_at,
         )
 
 
-def load_failures(session: Session, run_ids: Optional[Sequence[int]] = None) -> list[FailureRow]:
+def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> list[FailureRow]:
     """Failed and errored attempts of the selected runs, by model, run, case code and repeat."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
     query = _result_query(
-        ids, Result.reason, Result.prompt, Result.raw_response, Result.parsed_answer, Result.expected, Result.actual,
+        ids,
+        Result.reason,
+        Result.prompt,
+        Result.raw_response,
+        Result.parsed_answer,
+        Result.expected,
+        Result.actual,
         Result.evaluation_details,
     ).where(Result.status.in_(FAILURE_STATUSES))
     failures = []
@@ -300,19 +405,40 @@ def load_failures(session: Session, run_ids: Optional[Sequence[int]] = None) -> 
         details = row.evaluation_details if isinstance(row.evaluation_details, dict) else {}
         judge = details.get("judge") if isinstance(details.get("judge"), dict) else None
         verdict = judge.get("values") if judge else None
-        failures.append(FailureRow(
-            result_id=row.result_id, run_id=row.run_id, model=row.model, case_code=row.case_code, repeat=row.repeat or 0,
-            status=row.status, reason=row.reason or "", behaviour=row.behaviour, scenario=row.scenario,
-            critical=bool(row.critical), prompt=row.prompt or "", raw_response=row.raw_response,
-            parsed_answer=row.parsed_answer, expected=row.expected, actual=row.actual,
-            judge_verdict=tuple(str(v) for v in verdict) if isinstance(verdict, list) else (str(verdict),) if verdict else None,
-            judge_rationale=str(judge["rationale"]) if judge and judge.get("rationale") is not None else None,
-            judge_raw=str(details["judge_raw"]) if details.get("judge_raw") is not None else None,
-        ))
-    return sorted(failures, key=lambda f: (code_sort_key(f.model), f.run_id, code_sort_key(f.case_code), f.repeat))
+        failures.append(
+            FailureRow(
+                result_id=row.result_id,
+                run_id=row.run_id,
+                model=row.model,
+                case_code=row.case_code,
+                repeat=row.repeat or 0,
+                status=row.status,
+                reason=row.reason or "",
+                behaviour=row.behaviour,
+                scenario=row.scenario,
+                critical=bool(row.critical),
+                prompt=row.prompt or "",
+                raw_response=row.raw_response,
+                parsed_answer=row.parsed_answer,
+                expected=row.expected,
+                actual=row.actual,
+                judge_verdict=tuple(str(v) for v in verdict)
+                if isinstance(verdict, list)
+                else (str(verdict),)
+                if verdict
+                else None,
+                judge_rationale=str(judge["rationale"])
+                if judge and judge.get("rationale") is not None
+                else None,
+                judge_raw=str(details["judge_raw"]) if details.get("judge_raw") is not None else None,
+            )
+        )
+    return sorted(
+        failures, key=lambda f: (code_sort_key(f.model), f.run_id, code_sort_key(f.case_code), f.repeat)
+    )
 
 
-def load_labels(session: Session, run_ids: Optional[Sequence[int]] = None) -> Labels:
+def load_labels(session: Session, run_ids: Sequence[int] | None = None) -> Labels:
     """Names and titles of the codes the selected runs used (the latest content row of each code)."""
     ids = _selected(session, run_ids)
     if not ids:
@@ -320,11 +446,25 @@ def load_labels(session: Session, run_ids: Optional[Sequence[int]] = None) -> La
     uc = aliased(UserContext)
     used = (
         select(Result.scenario_id, Result.condition_id, Result.user_context_id)
-        .where(Result.run_id.in_(ids)).distinct().subquery()
+        .where(Result.run_id.in_(ids))
+        .distinct()
+        .subquery()
     )
     query = (
-        select(Pillar.id, Pillar.code, Pillar.name, Behaviour.id, Behaviour.full_code, Behaviour.title,
-               Condition.id, Condition.code, Condition.title, uc.id, uc.code, uc.title)
+        select(
+            Pillar.id,
+            Pillar.code,
+            Pillar.name,
+            Behaviour.id,
+            Behaviour.full_code,
+            Behaviour.title,
+            Condition.id,
+            Condition.code,
+            Condition.title,
+            uc.id,
+            uc.code,
+            uc.title,
+        )
         .select_from(used)
         .join(Scenario, Scenario.id == used.c.scenario_id)
         .join(Behaviour, Behaviour.id == Scenario.behaviour_id)
@@ -332,16 +472,34 @@ def load_labels(session: Session, run_ids: Optional[Sequence[int]] = None) -> La
         .join(Condition, Condition.id == used.c.condition_id)
         .outerjoin(uc, uc.id == used.c.user_context_id)
     )
-    found: dict[str, dict[str, tuple[int, str]]] = {"pillar": {}, "behaviour": {}, "condition": {}, "user_context": {}}
+    found: dict[str, dict[str, tuple[int, str]]] = {
+        "pillar": {},
+        "behaviour": {},
+        "condition": {},
+        "user_context": {},
+    }
 
-    def keep(kind: str, row_id: Optional[int], code: Optional[str], text: Optional[str]) -> None:
+    def keep(kind: str, row_id: int | None, code: str | None, text: str | None) -> None:
         if row_id is None or code is None:
             return
         seen = found[kind].get(code)
         if seen is None or row_id > seen[0]:
             found[kind][code] = (row_id, text or "")
 
-    for p_id, p_code, p_name, b_id, b_code, b_title, c_id, c_code, c_title, u_id, u_code, u_title in session.connection().execute(query):
+    for (
+        p_id,
+        p_code,
+        p_name,
+        b_id,
+        b_code,
+        b_title,
+        c_id,
+        c_code,
+        c_title,
+        u_id,
+        u_code,
+        u_title,
+    ) in session.connection().execute(query):
         keep("pillar", p_id, p_code, p_name)
         keep("behaviour", b_id, b_code, b_title)
         keep("condition", c_id, c_code, c_title)
@@ -353,13 +511,20 @@ def load_labels(session: Session, run_ids: Optional[Sequence[int]] = None) -> La
     return Labels(ordered("pillar"), ordered("behaviour"), ordered("condition"), ordered("user_context"))
 
 
-def load_report_data(session: Session, run_ids: Optional[Sequence[int]] = None, *, source: str = "") -> ReportData:
+def load_report_data(
+    session: Session, run_ids: Sequence[int] | None = None, *, source: str = ""
+) -> ReportData:
     """Runs, results, failures and labels of the selected runs (default: the latest per model)."""
     ids = resolve_run_ids(session, run_ids)
     try:
         return ReportData(
-            runs=load_runs(session, ids), results=load_case_results(session, ids), failures=load_failures(session, ids),
-            labels=load_labels(session, ids), source=source,
+            runs=load_runs(session, ids),
+            results=load_case_results(session, ids),
+            failures=load_failures(session, ids),
+            labels=load_labels(session, ids),
+            source=source,
         )
     except SQLAlchemyError as exc:
-        raise DatasetError(f"cannot read the database: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}") from None
+        raise DatasetError(
+            f"cannot read the database: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
+        ) from None

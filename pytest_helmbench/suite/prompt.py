@@ -27,5 +27,10 @@ class ComposedPrompt:
 
 def compose(case: Case) -> ComposedPrompt:
     """Scenario, condition, user context, perturbation: non-empty parts joined by a blank line."""
-    parts = [case.scenario.text, case.condition.text, case.user_context.text if case.user_context else "", case.perturbation.text]
+    parts = [
+        case.scenario.text,
+        case.condition.text,
+        case.user_context.text if case.user_context else "",
+        case.perturbation.text,
+    ]
     return ComposedPrompt("\n\n".join(part for part in parts if part), case.scenario.response_format)

@@ -14,20 +14,23 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
-from .client import ChatRequest
+from ..providers.http import ChatRequest
 from .tables import CachedResponse
 
 log = logging.getLogger(__name__)
 
+
 def request_key(base_url: str, api: str, request: ChatRequest, repeat: int = 0) -> str:
     """sha256 of the full request as sent, plus where it is sent and the repeat index."""
     material = {"base_url": base_url.rstrip("/"), "api": api, "body": request.body(api), "repeat": repeat}
-    return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(material, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,10 @@ class ResponseCache:
         if entry is None:
             return None
         if self.ttl_seconds is not None:
-            created = entry.created_at if entry.created_at.tzinfo else entry.created_at.replace(tzinfo=timezone.utc)
-            if datetime.now(timezone.utc) - created > timedelta(seconds=self.ttl_seconds):
+            created = (
+                entry.created_at if entry.created_at.tzinfo else entry.created_at.replace(tzinfo=UTC)
+            )
+            if datetime.now(UTC) - created > timedelta(seconds=self.ttl_seconds):
                 return None
         return entry
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import html
 import json
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
+from ..execution.outcome import Outcome
 from .analytics import gate, repeat_stats, score, scores_by
-from .outcome import Outcome
 
 try:  # pytest-html is a dependency, but the plugin must not break if it is absent
     from pytest_html import extras as html_extras
@@ -29,7 +30,14 @@ def failure_text(outcome: Outcome) -> str:
     judge = outcome.details.get("judge")
     if judge:
         lines += [f"judge verdict: {judge.get('values')}", f"judge rationale: {judge.get('rationale')}"]
-    lines += ["", "--- composed prompt ---", outcome.prompt, "", "--- raw response ---", outcome.raw_response or "(none)"]
+    lines += [
+        "",
+        "--- composed prompt ---",
+        outcome.prompt,
+        "",
+        "--- raw response ---",
+        outcome.raw_response or "(none)",
+    ]
     return "\n".join(lines)
 
 
@@ -37,7 +45,12 @@ def html_extras_for(outcome: Outcome) -> list[dict[str, Any]]:
     """pytest-html extras: model output only ever goes into text/json extras, which are escaped."""
     if html_extras is None:
         return []
-    evaluation = {"status": outcome.status, "reason": outcome.reason, "expected": outcome.expected, "actual": outcome.actual}
+    evaluation = {
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "expected": outcome.expected,
+        "actual": outcome.actual,
+    }
     extras = [
         html_extras.text(outcome.prompt, name="Composed prompt"),
         html_extras.text(outcome.raw_response or "(none)", name="Raw response"),
@@ -45,7 +58,11 @@ def html_extras_for(outcome: Outcome) -> list[dict[str, Any]]:
     ]
     judge = outcome.details.get("judge")
     if judge:
-        extras.append(html_extras.json({"verdict": judge.get("values"), "rationale": judge.get("rationale")}, name="Judge verdict"))
+        extras.append(
+            html_extras.json(
+                {"verdict": judge.get("values"), "rationale": judge.get("rationale")}, name="Judge verdict"
+            )
+        )
     return extras
 
 
@@ -54,7 +71,10 @@ def html_cells(outcome: Outcome | None) -> list[str]:
     if outcome is None:
         return ["<td></td>"] * len(HTML_COLUMNS)
     values = [
-        outcome.model, outcome.case_code, _short(outcome.expected), _short(outcome.actual),
+        outcome.model,
+        outcome.case_code,
+        _short(outcome.expected),
+        _short(outcome.actual),
         f"{outcome.cost_usd:.6f}" if outcome.cost_usd is not None else "",
         f"{outcome.latency_ms:.0f} ms" if outcome.latency_ms is not None else "",
     ]
@@ -94,8 +114,12 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
         f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, {summary.n_skipped} skipped"
     )
     if gates is not None and gates.n_critical:
-        detail = {"failed": f": {', '.join(gates.failed_cases[:5])}" + (" ..." if len(gates.failed_cases) > 5 else ""),
-                  "incomplete": f": {len(gates.incomplete_cases)} critical case(s) errored or skipped", "passed": ""}[gates.status]
+        detail = {
+            "failed": f": {', '.join(gates.failed_cases[:5])}"
+            + (" ..." if len(gates.failed_cases) > 5 else ""),
+            "incomplete": f": {len(gates.incomplete_cases)} critical case(s) errored or skipped",
+            "passed": "",
+        }[gates.status]
         yield f"    critical gate {gates.status.upper()} ({len(gates.failed_cases)} critical failures){detail}"
     repeats = repeat_stats(results)
     if repeats.k_max > 1:
@@ -115,8 +139,16 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
 
 
 def summary_lines(
-    tallies: dict[str, Any], db: str, stopped: dict[str, str], dry_run_skips: int, storage_error: str | None, *,
-    resume_counts: dict[str, int] | None = None, max_cost: float | None = None, spent: float | None = None, decision: Any = None,
+    tallies: dict[str, Any],
+    db: str,
+    stopped: dict[str, str],
+    dry_run_skips: int,
+    storage_error: str | None,
+    *,
+    resume_counts: dict[str, int] | None = None,
+    max_cost: float | None = None,
+    spent: float | None = None,
+    decision: Any = None,
 ) -> Iterable[str]:
     """The terminal summary's lines."""
     if dry_run_skips:
@@ -130,12 +162,18 @@ def summary_lines(
         yield from model_lines(model, tally)
     if max_cost is not None:
         budget_skips = sum(1 for t in tallies.values() for r in t.results if r.status == "skipped")
-        note = f"; {budget_skips} case(s) skipped at the ceiling (a --helmbench-resume runs them)" if budget_skips else ""
+        note = (
+            f"; {budget_skips} case(s) skipped at the ceiling (a --helmbench-resume runs them)"
+            if budget_skips
+            else ""
+        )
         yield f"cost ceiling ${max_cost:.4f}: spent ${spent or 0.0:.4f} this session{note}"
     for model, reason in sorted(stopped.items()):
         yield f"STOPPED {model}: {reason} (its remaining cases were not run; the run is marked interrupted)"
     if decision is not None:
-        yield f"verdict: {decision.status.upper()}" + "".join(f"\n    {reason}" for reason in decision.reasons)
+        yield f"verdict: {decision.status.upper()}" + "".join(
+            f"\n    {reason}" for reason in decision.reasons
+        )
     if storage_error:
         yield f"RESULTS NOT RECORDED: {storage_error}"
     elif tallies:

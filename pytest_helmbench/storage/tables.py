@@ -7,20 +7,20 @@ at the exact content they were run with.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import DDL, JSON, Column, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Benchmark(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("version", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     version: str
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     content_hash: str = Field(index=True)
@@ -29,7 +29,7 @@ class Benchmark(SQLModel, table=True):
 
 class Pillar(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("benchmark_id", "code", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     benchmark_id: int = Field(foreign_key="benchmark.id", index=True)
     code: str = Field(index=True)
     name: str
@@ -39,7 +39,7 @@ class Pillar(SQLModel, table=True):
 
 class Behaviour(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("pillar_id", "full_code", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     pillar_id: int = Field(foreign_key="pillar.id", index=True)
     code: str
     full_code: str = Field(index=True)
@@ -61,17 +61,17 @@ class ScenarioUserContextLink(SQLModel, table=True):
 
 class Scenario(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("behaviour_id", "full_code", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     behaviour_id: int = Field(foreign_key="behaviour.id", index=True)
     code: str
     full_code: str = Field(index=True)
     title: str = ""
     content: str = Field(sa_column=Column(Text, nullable=False))
-    category: Optional[str] = None
+    category: str | None = None
     response_schema: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     evaluation_config: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    criteria: Optional[str] = Field(default=None, sa_column=Column(Text))
-    risk: Optional[str] = None
+    criteria: str | None = Field(default=None, sa_column=Column(Text))
+    risk: str | None = None
     critical: bool = False
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     content_hash: str
@@ -80,7 +80,7 @@ class Scenario(SQLModel, table=True):
 class ComponentFields(SQLModel):
     """What conditions and user contexts share (a base, not a table)."""
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     code: str = Field(index=True)
     title: str = ""
     content: str = Field(sa_type=Text)
@@ -99,20 +99,20 @@ class UserContext(ComponentFields, table=True):
 
 class Perturbation(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("scenario_id", "code", "content_hash"),)
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     scenario_id: int = Field(foreign_key="scenario.id", index=True)
     code: str
     full_code: str = Field(index=True)
     title: str = ""
     content: str = Field(sa_column=Column(Text, nullable=False))
     severity: int = 0
-    style: Optional[str] = None
+    style: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     content_hash: str
 
 
 class LLM(SQLModel, table=True):
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     model_id: str = Field(unique=True, index=True)
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -120,14 +120,14 @@ class LLM(SQLModel, table=True):
 class EvaluationRun(SQLModel, table=True):
     """One model in one pytest session. total_tests = passed + failed; errors and skips counted apart."""
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     benchmark_id: int = Field(foreign_key="benchmark.id", index=True)
     llm_id: int = Field(foreign_key="llm.id", index=True)
     session_id: str = Field(index=True)
     status: str = "running"  # running | completed | interrupted
     options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     started_at: datetime = Field(default_factory=utcnow)
-    finished_at: Optional[datetime] = None
+    finished_at: datetime | None = None
     total_tests: int = 0
     passed_tests: int = 0
     failed_tests: int = 0
@@ -140,11 +140,11 @@ class EvaluationRun(SQLModel, table=True):
 
 
 class Result(SQLModel, table=True):
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="evaluationrun.id", index=True)
     scenario_id: int = Field(foreign_key="scenario.id", index=True)
     condition_id: int = Field(foreign_key="condition.id")
-    user_context_id: Optional[int] = Field(default=None, foreign_key="usercontext.id")
+    user_context_id: int | None = Field(default=None, foreign_key="usercontext.id")
     perturbation_id: int = Field(foreign_key="perturbation.id")
     case_code: str = Field(index=True)
     nodeid: str = ""
@@ -152,23 +152,23 @@ class Result(SQLModel, table=True):
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     prompt: str = Field(sa_column=Column(Text, nullable=False))
     prompt_hash: str = Field(index=True)
-    raw_response: Optional[str] = Field(default=None, sa_column=Column(Text))
-    parsed_answer: Optional[Any] = Field(default=None, sa_column=Column(JSON))
-    expected: Optional[Any] = Field(default=None, sa_column=Column(JSON))
-    actual: Optional[Any] = Field(default=None, sa_column=Column(JSON))
+    raw_response: str | None = Field(default=None, sa_column=Column(Text))
+    parsed_answer: Any | None = Field(default=None, sa_column=Column(JSON))
+    expected: Any | None = Field(default=None, sa_column=Column(JSON))
+    actual: Any | None = Field(default=None, sa_column=Column(JSON))
     evaluation_details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    latency_ms: Optional[float] = None
-    prompt_tokens: Optional[int] = None
-    completion_tokens: Optional[int] = None
-    cost_usd: Optional[float] = None
-    judge_cost_usd: Optional[float] = None
-    judge_prompt_tokens: Optional[int] = None
-    judge_completion_tokens: Optional[int] = None
-    finish_reason: Optional[str] = None
-    attempts: Optional[int] = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    judge_cost_usd: float | None = None
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+    finish_reason: str | None = None
+    attempts: int | None = None
     repeat_index: int = 0  # --helmbench-repeat N runs each case N times: 0 .. N-1
     cached: bool = False  # answered from the response cache: nothing was paid for it in this run
-    request_hash: Optional[str] = Field(default=None, index=True)  # everything that determines the answer
+    request_hash: str | None = Field(default=None, index=True)  # everything that determines the answer
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -178,10 +178,10 @@ class CachedResponse(SQLModel, table=True):
     key: str = Field(primary_key=True)
     model_id: str = Field(index=True)
     raw_response: str = Field(sa_column=Column(Text, nullable=False))
-    prompt_tokens: Optional[int] = None
-    completion_tokens: Optional[int] = None
-    cost_usd: Optional[float] = None
-    latency_ms: Optional[float] = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -218,4 +218,3 @@ END""",
 }
 for _trigger in RUN_COUNTER_TRIGGERS.values():
     event.listen(Result.__table__, "after_create", DDL(_trigger).execute_if(dialect="sqlite"))  # type: ignore[attr-defined]
-

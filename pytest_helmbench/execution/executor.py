@@ -11,21 +11,22 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from ..config import ModelConfig, Settings
+from ..evaluation.evaluators import evaluate
+from ..evaluation.judge import JudgeVerdict, run_judge
+from ..providers.http import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
+from ..providers.ratelimit import AdaptiveLimiter
+from ..storage.cache import CacheEntry, ResponseCache, request_key
+from ..suite.cases import Case
+from ..suite.loader import BenchmarkInfo, Criteria
+from ..suite.prompt import ComposedPrompt
 from .budget import BudgetExhausted, CostLedger
-from .cache import CacheEntry, ResponseCache, request_key
-from .cases import Case
-from .client import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
-from .config import ModelConfig, Settings
-from .evaluation import evaluate
-from .loader import BenchmarkInfo, Criteria
 from .outcome import ERROR, FAILED, PASSED, SKIPPED, CaseError, CaseSkipped, ModelStopped, Outcome, provenance
-from .prompt import ComposedPrompt
-from .ratelimit import AdaptiveLimiter
-from .sqe import JudgeVerdict, run_judge
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,9 @@ class StopBoard:
         """Asked before every call: the file name is worked out once per model."""
         found = self._paths.get(model)
         if found is None:
-            found = self._paths[model] = os.path.join(self.folder, hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop")
+            found = self._paths[model] = os.path.join(
+                self.folder, hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop"
+            )
         return found
 
     def stop(self, model: str, message: str) -> None:
@@ -83,14 +86,18 @@ class StopBoard:
         return found
 
 
-def build_request(model: ModelConfig, settings: Settings, prompt: str, response_format: dict[str, Any]) -> ChatRequest:
+def build_request(
+    model: ModelConfig, settings: Settings, prompt: str, response_format: dict[str, Any]
+) -> ChatRequest:
     """The request for one call: the model's own settings win over the run's options."""
     return ChatRequest(
         model=model.id,
         messages=[{"role": "user", "content": prompt}],
         response_format=response_format,
         temperature=model.temperature if model.temperature is not None else settings.temperature,
-        max_tokens=model.max_tokens if model.max_tokens is not None else (min(settings.max_tokens, LOCAL_MAX_TOKENS) if model.is_local else settings.max_tokens),
+        max_tokens=model.max_tokens
+        if model.max_tokens is not None
+        else (min(settings.max_tokens, LOCAL_MAX_TOKENS) if model.is_local else settings.max_tokens),
         seed=model.seed if model.seed is not None else settings.seed,
         provider=model.provider,
         reasoning=model.reasoning,
@@ -101,9 +108,16 @@ def build_request(model: ModelConfig, settings: Settings, prompt: str, response_
 class ClientPool:
     """One ChatClient per endpoint, shared by all cases of the process (connection reuse)."""
 
-    def __init__(self, settings: Settings, local_url: Callable[[str], str | None] | None = None, limiter: AdaptiveLimiter | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        local_url: Callable[[str], str | None] | None = None,
+        limiter: AdaptiveLimiter | None = None,
+    ) -> None:
         self.settings = settings
-        self._base_url = local_url or (lambda model_id: None)  # asked at each call: local servers may start later
+        self._base_url = local_url or (
+            lambda model_id: None
+        )  # asked at each call: local servers may start later
         self.limiter = limiter
         self._clients: dict[tuple[str, str, float, bool], ChatClient] = {}
         self._lock = threading.Lock()
@@ -118,9 +132,15 @@ class ClientPool:
         with self._lock:
             if key not in self._clients:
                 self._clients[key] = ChatClient(
-                    base_url, "" if model.is_local else settings.api_key, api=api, timeout=timeout,
-                    retries=settings.retries, backoff=settings.backoff, free=model.is_local,
-                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter, cancel=self._cancel,
+                    base_url,
+                    "" if model.is_local else settings.api_key,
+                    api=api,
+                    timeout=timeout,
+                    retries=settings.retries,
+                    backoff=settings.backoff,
+                    free=model.is_local,
+                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter,
+                    cancel=self._cancel,
                 )
             return self._clients[key]
 
@@ -173,7 +193,9 @@ class Executor:
         if reason is not None:
             raise ModelStopped(f"{role} {model} was stopped: {reason}")
 
-    def request_for(self, case: Case, prompt: ComposedPrompt, repeat: int = 0) -> tuple[ChatClient, ChatRequest, str]:
+    def request_for(
+        self, case: Case, prompt: ComposedPrompt, repeat: int = 0
+    ) -> tuple[ChatClient, ChatRequest, str]:
         """The client, request and request hash of a case: the hash is also its cache key."""
         model = self.settings.model(case.model)
         client = self.clients.for_model(model)
@@ -196,9 +218,16 @@ class Executor:
             self.check_running(marking.id, "marking model")  # no answer is paid for that nobody could judge
         client, request, key = self.request_for(case, prompt, repeat)
         outcome = Outcome(
-            status=ERROR, reason="", model=case.model, case_code=case.code, nodeid=nodeid,
-            prompt=prompt.text, prompt_hash=prompt.hash, provenance=provenance(case, self.info),
-            repeat=repeat, request_hash=key,
+            status=ERROR,
+            reason="",
+            model=case.model,
+            case_code=case.code,
+            nodeid=nodeid,
+            prompt=prompt.text,
+            prompt_hash=prompt.hash,
+            provenance=provenance(case, self.info),
+            repeat=repeat,
+            request_hash=key,
         )
         try:
             response = self._call(client, request, key, outcome, judge=False)
@@ -215,7 +244,9 @@ class Executor:
             outcome.cache_writes.clear()
             raise CaseError(outcome)
         try:
-            result = evaluate(case.scenario, prompt.text, response, lambda c, p, a: self._judge(c, p, a, outcome, repeat))
+            result = evaluate(
+                case.scenario, prompt.text, response, lambda c, p, a: self._judge(c, p, a, outcome, repeat)
+            )
         except BudgetExhausted as exc:
             raise self._skip(outcome, f"{exc} before the judge call") from None
         except CallError as exc:
@@ -230,12 +261,19 @@ class Executor:
             self._account_judge(outcome, result.judge)
         return outcome
 
-    def _call(self, client: ChatClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool) -> ChatResponse:
+    def _call(
+        self, client: ChatClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool
+    ) -> ChatResponse:
         """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling."""
         entry = self.cache.get(key) if self.cache is not None else None
         if entry is not None:
-            response = client.parse_completion(entry.raw_response, model=request.model, latency_ms=entry.latency_ms or 0.0, attempts=0)
-            outcome.details["judge_cached" if judge else "cached"] = {"original_cost_usd": entry.cost_usd, "cached_at": str(entry.created_at)}
+            response = client.parse_completion(
+                entry.raw_response, model=request.model, latency_ms=entry.latency_ms or 0.0, attempts=0
+            )
+            outcome.details["judge_cached" if judge else "cached"] = {
+                "original_cost_usd": entry.cost_usd,
+                "cached_at": str(entry.created_at),
+            }
             if not judge:
                 outcome.cached = True
             return replace(response, cost_usd=0.0)
@@ -245,22 +283,44 @@ class Executor:
         if self.ledger is not None:
             self.ledger.add(response.cost_usd)
         if self.cache is not None and self.cache.writable:
-            outcome.cache_writes.append(asdict(CacheEntry(
-                key, request.model, response.raw, response.prompt_tokens, response.completion_tokens, response.cost_usd, response.latency_ms,
-            )))
+            outcome.cache_writes.append(
+                asdict(
+                    CacheEntry(
+                        key,
+                        request.model,
+                        response.raw,
+                        response.prompt_tokens,
+                        response.completion_tokens,
+                        response.cost_usd,
+                        response.latency_ms,
+                    )
+                )
+            )
         return response
 
-    def _judge(self, criteria: Criteria, prompt: str, answer: str, outcome: Outcome, repeat: int) -> JudgeVerdict:
+    def _judge(
+        self, criteria: Criteria, prompt: str, answer: str, outcome: Outcome, repeat: int
+    ) -> JudgeVerdict:
         marking = self.settings.marking_model
         if marking is None:
-            raise CallError("no marking model for this sqe scenario: set marking_model in models.yml or --helmbench-marking-model")
+            raise CallError(
+                "no marking model for this sqe scenario: set marking_model in models.yml or --helmbench-marking-model"
+            )
         client = self.clients.for_model(marking)
 
         def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
             request = build_request(marking, self.settings, text, response_format)
             try:
-                return self._call(client, request, request_key(self._endpoint(marking, client), client.api, request, repeat), outcome, judge=True)
-            except ModelRejected as exc:  # a bad key or credits for the judge: every later sqe case would fail alike
+                return self._call(
+                    client,
+                    request,
+                    request_key(self._endpoint(marking, client), client.api, request, repeat),
+                    outcome,
+                    judge=True,
+                )
+            except (
+                ModelRejected
+            ) as exc:  # a bad key or credits for the judge: every later sqe case would fail alike
                 self.board.stop(marking.id, f"as the marking model: {exc.reason}")
                 raise
 
