@@ -25,7 +25,7 @@ from .reporting.analytics import exit_decision
 from .reporting.terminal import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
 from .state import STATE_KEY, HelmbenchState, option_dest
 from .suite.cases import parse_selectors
-from .suite.loader import code_sort_key
+from .codes import code_sort_key
 from .suite.prompt import compose
 
 # Loaded in every pytest session: what pulls in SQLAlchemy, Alembic or httpx (resume, estimate,

@@ -34,7 +34,8 @@ from .execution.budget import CostLedger
 from .execution.outcome import SKIPPED, Outcome
 from .providers.ratelimit import AdaptiveLimiter
 from .reporting.analytics import CaseResult
-from .suite.loader import SCENARIO_FILE, BenchmarkLoader, Scenario
+from .codes import SCENARIO_FILE
+from .suite.loader import BenchmarkLoader, Scenario
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from .loader import Component, Scenario, code_sort_key
+from ..codes import code_sort_key
+from .loader import Component, Scenario
 
 _SEGMENT = re.compile(r"^(P|B|S|C|U|PT)([1-9]\d*|(?<=U)0)$")
 

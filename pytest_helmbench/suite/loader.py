@@ -15,13 +15,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..codes import BEHAVIOUR_CODE, SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .markdown import RawComponent, load_yaml, read_text, split_consolidated, split_frontmatter, to_xml
 
 log = logging.getLogger(__name__)
 
-SCENARIO_DIR = re.compile(r"^P([1-9]\d*)-B([1-9]\d*)-S([1-9]\d*)$")
-SCENARIO_FILE = re.compile(r"^S([1-9]\d*)\.md$")
 EVALUATION_TYPES = ("category_match", "list_includes", "sqe")
 RISK_LEVELS = ("none", "low", "high", "imminent")
 SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -47,18 +46,6 @@ def content_hash(*parts: Any) -> str:
     """A stable hash of JSON-able parts: identifies one exact version of a piece of content."""
     data = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-@lru_cache(maxsize=65536)
-def code_sort_key(code: str) -> tuple[Any, ...]:
-    """Order codes numerically everywhere: C2 before C10, P1-B1-S2 before P1-B1-S10.
-
-    The raw text is the last tie-break, so distinct strings never compare equal. Cached: collection
-    and reports sort the same few thousand codes many times."""
-    parts = tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|\D+", code)
-    )
-    return (parts, code)
 
 
 @dataclass(frozen=True)
@@ -218,7 +205,7 @@ def parse_benchmark_info(path: Path) -> BenchmarkInfo:
     }
     behaviours = {}
     for code, v in _section(data.get("behaviours"), path, "behaviours").items():
-        if not re.fullmatch(r"P[1-9]\d*-B[1-9]\d*", code):
+        if not BEHAVIOUR_CODE.fullmatch(code):
             raise BenchmarkError(
                 path,
                 f"behaviour key {code!r} is not a code like 'P1-B1'",

@@ -1,0 +1,47 @@
+"""Benchmark codes (`P1-B1-S1-C2-U1-PT3`): their shapes and their one numeric order.
+
+Every stage names things by code, from the loader to the report, so the parsing and ordering of
+codes live here, before the first stage, and every module sorts and splits codes the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+#: A scenario folder: `P<n>-B<n>-S<n>` (groups: pillar, behaviour and scenario numbers).
+SCENARIO_DIR = re.compile(r"^P([1-9]\d*)-B([1-9]\d*)-S([1-9]\d*)$")
+#: A scenario file inside its folder: `S<n>.md`.
+SCENARIO_FILE = re.compile(r"^S([1-9]\d*)\.md$")
+#: A behaviour's full code: `P<n>-B<n>`.
+BEHAVIOUR_CODE = re.compile(r"^P[1-9]\d*-B[1-9]\d*$")
+
+_NUMBER_OR_TEXT = re.compile(r"\d+|\D+")
+
+
+@lru_cache(maxsize=65536)
+def code_sort_key(code: str) -> tuple[Any, ...]:
+    """Order codes numerically everywhere: C2 before C10, P1-B1-S2 before P1-B1-S10.
+
+    The raw text is the last tie-break, so distinct strings never compare equal. Cached: collection
+    and reports sort the same few thousand codes many times."""
+    parts = tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in _NUMBER_OR_TEXT.findall(code)
+    )
+    return (parts, code)
+
+
+def pillar_of(code: str) -> str:
+    """`P1` of any code that starts with its pillar (`P1-B1`, `P1-B1-S1-C1-PT1`)."""
+    return code.split("-", 1)[0]
+
+
+def behaviour_of(code: str) -> str:
+    """`P1-B1` of any code that starts with pillar and behaviour (`P1-B1-S1`, a case code)."""
+    return "-".join(code.split("-", 2)[:2])
+
+
+def last_segment(code: str) -> str:
+    """The code's own segment without its parents: `S1` of `P1-B1-S1`, `B2` of `P1-B2`."""
+    return code.rsplit("-", 1)[-1]
