@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 
 from pytest_helmbench.reporting.analytics import (
     CaseResult,
-    FactorEffect,
-    attribution,
     case_points,
     code_sort_key,
     condition_discount,
@@ -22,14 +20,13 @@ from pytest_helmbench.reporting.analytics import (
     failure_penalty,
     gate,
     group_by,
-    newcombe_paired_interval,
     repeat_stats,
-    scenario_baselines,
     score,
     scores_by,
     severity_weight,
-    wilson_interval,
 )
+from pytest_helmbench.reporting.attribution import FactorEffect, attribution, scenario_baselines
+from pytest_helmbench.reporting.intervals import newcombe_paired_interval, wilson_interval
 
 
 def case(

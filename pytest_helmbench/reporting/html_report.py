@@ -22,17 +22,16 @@ from typing import Any
 from ..storage.queries import FailureRow, ReportData, RunInfo
 from .analytics import (
     CaseResult,
-    FactorEffect,
     GateResult,
     RepeatStats,
     ScoreSummary,
-    attribution,
     code_sort_key,
     gate,
     group_by,
     repeat_stats,
     score,
 )
+from .attribution import FactorEffect, attribution
 
 #: Failures rendered in the drill-down at most (the rest are counted; `helmbench export` has them all).
 MAX_FAILURES = 2000
