@@ -22,7 +22,8 @@ from .errors import HelmbenchError
 from .execution.outcome import FAILED, CaseError, Outcome
 from .items import CaseItem, ScenarioFile
 from .reporting.analytics import exit_decision
-from .reporting.terminal import HTML_COLUMNS, failure_text, html_cells, html_extras_for, summary_lines
+from .reporting.html_extras import HTML_COLUMNS, html_cells, html_extras_for
+from .reporting.terminal import failure_text, summary_lines
 from .state import STATE_KEY, HelmbenchState, option_dest
 from .suite.cases import parse_selectors
 from .codes import code_sort_key
