@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpcore  # noqa: F401
 import pytest
@@ -14,6 +17,7 @@ import pytest_helmbench
 from tests import benchfiles, openrouter_server
 from tests.benchfiles import API_KEY
 from tests.openrouter_server import FakeOpenRouter
+from tests.postgres_server import PostgresServer, PostgresUnavailable
 
 # Import every module a HELMBench session imports lazily *before* any in-process pytester run: pytester
 # snapshots sys.modules and drops what a run imported, so a module first imported inside a run comes
@@ -52,3 +56,27 @@ def helm_env(monkeypatch: pytest.MonkeyPatch, fake_openrouter: FakeOpenRouter) -
     for name in ("HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN", "HELMBENCH_SELECT"):
         monkeypatch.delenv(name, raising=False)
     return fake_openrouter
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server per test process (Debian's binaries; see tests/postgres_server.py).
+
+    Its folder is made with mkdtemp, not tmp_path_factory: pytest's base folder is private to root and
+    the server runs as `postgres`.
+    """
+    try:
+        server = PostgresServer(Path(tempfile.mkdtemp(prefix="helmbench-pg-"))).start()
+    except PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A new, empty database on the session's PostgreSQL server."""
+    return postgres_server.new_database()
