@@ -15,9 +15,10 @@ import pytest
 
 from .config import DRY_RUN_REASON
 from .errors import HelmbenchError
-from .execution.outcome import FAILED, CaseError, CaseSkipped, ModelStopped, Outcome
+from .execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome
 from .reporting.terminal import failure_text
 from .state import HelmbenchState
+from .status import Status
 from .suite.cases import Case, expand
 from .suite.prompt import compose
 
@@ -136,7 +137,7 @@ class CaseItem(pytest.Item):
             self.prefetch = None
 
     def runtest(self) -> None:
-        if self.outcome is not None and self.outcome.status == FAILED:
+        if self.outcome is not None and self.outcome.status == Status.FAILED:
             raise CaseFailed(self.outcome)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:

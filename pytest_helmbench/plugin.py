@@ -17,16 +17,17 @@ from typing import Any
 
 import pytest
 
+from .codes import code_sort_key
 from .config import DRY_RUN_REASON, OPTIONS
 from .errors import HelmbenchError
-from .execution.outcome import FAILED, CaseError, Outcome
+from .execution.outcome import CaseError, Outcome
 from .items import CaseItem, ScenarioFile
 from .reporting.analytics import exit_decision
 from .reporting.html_extras import HTML_COLUMNS, html_cells, html_extras_for
 from .reporting.terminal import failure_text, summary_lines
 from .state import STATE_KEY, HelmbenchState, option_dest
+from .status import UNSUCCESSFUL, Status
 from .suite.cases import parse_selectors
-from .codes import code_sort_key
 from .suite.prompt import compose
 
 # Loaded in every pytest session: what pulls in SQLAlchemy, Alembic or httpx (resume, estimate,
@@ -82,6 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, critical, risk, repeat): a HELMBench case",
     )
+    from .evaluation import builtin
+
+    if not config.pluginmanager.is_registered(builtin):  # the hook third parties implement too
+        config.pluginmanager.register(builtin, "helmbench-evaluators")
     if not state.is_worker:
         config.pluginmanager.register(ControllerHooks(state), "helmbench-controller")
     if config.pluginmanager.hasplugin("xdist"):
@@ -208,6 +213,7 @@ def _print_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
             max_tokens=settings.max_tokens,
             marking_model=marking,
             pricing=pricing,
+            evaluators=state.evaluators,
         )
     )
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -334,7 +340,7 @@ class Prefetch:
         except CaseError:
             self._count_failure()
             raise
-        if outcome.status == FAILED:
+        if outcome.status == Status.FAILED:
             self._count_failure()
         return outcome
 
@@ -394,9 +400,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if final and outcome is not None:
         report.helmbench = outcome.to_dict()
         item.user_properties.extend(
-            [("helmbench_status", outcome.status), ("helmbench_reason", outcome.reason)]
+            [("helmbench_status", str(outcome.status)), ("helmbench_reason", outcome.reason)]
         )  # junitxml reads them at teardown
-        if outcome.status in ("failed", "error"):
+        if outcome.status in UNSUCCESSFUL:
             report.extras = [*getattr(report, "extras", []), *html_extras_for(outcome)]
     return report
 

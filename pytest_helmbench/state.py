@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .codes import SCENARIO_FILE
 from .config import (
     LOCAL_PREFIX,
     OPTIONS,
@@ -31,15 +32,16 @@ from .config import (
 )
 from .errors import HelmbenchError
 from .execution.budget import CostLedger
-from .execution.outcome import SKIPPED, Outcome
+from .execution.outcome import Outcome
 from .providers.ratelimit import AdaptiveLimiter
 from .reporting.analytics import CaseResult
-from .codes import SCENARIO_FILE
+from .status import RunStatus, Status
 from .suite.loader import BenchmarkLoader, Scenario
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
 if TYPE_CHECKING:
+    from .evaluation.registry import EvaluatorRegistry
     from .execution.executor import ClientPool, Executor, StopBoard
     from .execution.resume import ResumePlan
     from .storage.cache import ResponseCache
@@ -181,8 +183,17 @@ class HelmbenchState:
         )
 
     @cached_property
+    def evaluators(self) -> EvaluatorRegistry:
+        """Every evaluation type, built-in or from a conftest/plugin, gathered once per process."""
+        from .evaluation.registry import EvaluatorRegistry
+
+        registry = EvaluatorRegistry()
+        self.config.hook.pytest_helmbench_register_evaluators(registry=registry)
+        return registry
+
+    @cached_property
     def loader(self) -> BenchmarkLoader:
-        return BenchmarkLoader(self.root)
+        return BenchmarkLoader(self.root, evaluation_types=self.evaluators)
 
     @cached_property
     def settings(self) -> Settings:
@@ -236,7 +247,15 @@ class HelmbenchState:
     def executor(self) -> Executor:
         from .execution.executor import Executor
 
-        return Executor(self.settings, self.loader.info(), self.clients, self.board, self.cache, self.ledger)
+        return Executor(
+            self.settings,
+            self.loader.info(),
+            self.clients,
+            self.board,
+            self.cache,
+            self.ledger,
+            evaluators=self.evaluators,
+        )
 
     def load_scenario(self, md_path: Path) -> Scenario:
         scenario = self.loader.load_scenario(md_path.parent)
@@ -366,9 +385,10 @@ class HelmbenchState:
         if self.recorder is not None and not self.storage_error:
             models = set(self.tallies) | set(self.recorder.runs)
             # A run with cases skipped at the cost ceiling is not complete: `--helmbench-resume` finds it.
-            short = {m for m, tally in self.tallies.items() if tally.count(SKIPPED)}
+            short = {m for m, tally in self.tallies.items() if tally.count(Status.SKIPPED)}
             statuses = {
-                m: "interrupted" if interrupted or m in stopped or m in short else "completed" for m in models
+                m: RunStatus.INTERRUPTED if interrupted or m in stopped or m in short else RunStatus.COMPLETED
+                for m in models
             }
             self.recorder.finish(statuses)
             self.recorder.close()

@@ -7,15 +7,14 @@ the controller can store content rows without reloading the benchmark.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..errors import HelmbenchError
+from ..status import Status
 from ..suite.cases import Case
 from ..suite.loader import BenchmarkInfo, Component
-
-PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
 
 def plain(value: Any) -> Any:
@@ -104,7 +103,7 @@ def provenance(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
 class Outcome:
     """Status, reason and accounting of one case (a Result row to be)."""
 
-    status: str
+    status: Status
     reason: str
     model: str
     case_code: str
@@ -133,11 +132,110 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         # Every field already holds plain data: a shallow copy, not asdict's deep copy of the provenance.
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # The status goes as its plain string: execnet serialises no enum.
+        data = {f.name: getattr(self, f.name) for f in _OUTCOME_FIELDS}
+        data["status"] = str(self.status)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
-        return cls(**data)
+        return cls(**{**data, "status": Status(data["status"])})
+
+
+_OUTCOME_FIELDS = fields(Outcome)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One attempt at one case by one model: the only input analytics needs.
+
+    Built in one place, `from_fields`, from a stored Result row (reports) or from an Outcome
+    (the terminal summary of the run in progress), so both read the same values the same way."""
+
+    model: str
+    run_id: int | None
+    case_code: str  # "P1-B1-S1-C1-U1-PT1" (without repeat)
+    pillar: str  # "P1"
+    behaviour: str  # "P1-B1"
+    scenario: str  # "P1-B1-S1"
+    condition: str  # "C1"
+    condition_severity: int  # -10..10 (difficulty of the deployment; higher = harder/adversarial)
+    user_context: str | None  # "U1" or None (baseline)
+    user_context_severity: int  # 0 when None
+    perturbation: str  # "PT1"
+    perturbation_severity: int
+    perturbation_style: str | None
+    status: Status
+    critical: bool = False
+    repeat: int = 0  # repeat index for --helmbench-repeat N
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            try:
+                object.__setattr__(self, "status", Status(self.status))
+            except ValueError:
+                raise ValueError(
+                    f"{self.case_code}: status {self.status!r} is not one of {sorted(map(str, Status))}"
+                ) from None
+
+    @property
+    def base_severity(self) -> int:
+        """Perturbation plus user-context severity: how hard the case itself is."""
+        return self.perturbation_severity + self.user_context_severity
+
+    @property
+    def scored(self) -> bool:
+        """Passed or failed: the outcome is known and counts towards scores."""
+        return self.status.scored
+
+    @classmethod
+    def from_fields(cls, values: Mapping[str, Any]) -> CaseResult:
+        """The one builder: `values` holds the fields by name (a row's mapping, an outcome's view);
+        a missing severity counts as 0, a missing repeat as the first."""
+        return cls(
+            model=values["model"],
+            run_id=values.get("run_id"),
+            case_code=values["case_code"],
+            pillar=values["pillar"],
+            behaviour=values["behaviour"],
+            scenario=values["scenario"],
+            condition=values["condition"],
+            condition_severity=values.get("condition_severity") or 0,
+            user_context=values.get("user_context"),
+            user_context_severity=values.get("user_context_severity") or 0,
+            perturbation=values["perturbation"],
+            perturbation_severity=values.get("perturbation_severity") or 0,
+            perturbation_style=values.get("perturbation_style"),
+            status=values["status"],
+            critical=bool(values.get("critical")),
+            repeat=values.get("repeat") or 0,
+        )
+
+    @classmethod
+    def from_outcome(cls, outcome: Outcome, run_id: int | None = None) -> CaseResult:
+        """The analytics view of an outcome, read from its provenance (codes, severities, style)."""
+        prov = outcome.provenance
+        context, perturbation = prov["user_context"], prov["perturbation"]
+        return cls.from_fields(
+            {
+                "model": outcome.model,
+                "run_id": run_id,
+                "case_code": outcome.case_code,
+                "pillar": prov["pillar"]["code"],
+                "behaviour": prov["behaviour"]["code"],
+                "scenario": prov["scenario"]["code"],
+                "condition": prov["condition"]["code"],
+                "condition_severity": prov["condition"]["severity"],
+                "user_context": context["code"] if context else None,
+                "user_context_severity": context["severity"] if context else 0,
+                "perturbation": perturbation["code"],
+                "perturbation_severity": perturbation["severity"],
+                "perturbation_style": perturbation["style"],
+                "status": outcome.status,
+                "critical": prov["scenario"]["critical"],
+                "repeat": outcome.repeat,
+            }
+        )
 
 
 class CaseError(HelmbenchError):

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..suite.loader import code_sort_key
-from .analytics import NONE_LABEL, PASSED, CaseResult, sorted_results
+from ..codes import code_sort_key
+from ..status import Status
+from .analytics import NONE_LABEL, CaseResult, sorted_results
 from .intervals import newcombe_paired_interval
 
 Factor = Literal["condition", "user_context", "style"]
@@ -110,7 +111,7 @@ def attribution(results: Iterable[CaseResult]) -> list[FactorEffect]:
     tables: dict[tuple[str, Factor, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for r, factor, level in candidates:
         for base in baseline_cases.get(_pair_key(r), []):
-            factor_pass, base_pass = r.status == PASSED, base.status == PASSED
+            factor_pass, base_pass = r.status == Status.PASSED, base.status == Status.PASSED
             cell = 0 if factor_pass and base_pass else 1 if factor_pass else 2 if base_pass else 3
             tables[(r.model, factor, level)][cell] += 1
     effects = []

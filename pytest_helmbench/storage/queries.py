@@ -19,8 +19,10 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql import Select
 from sqlmodel import Session, select
 
+from ..codes import code_sort_key
 from ..errors import HelmbenchError
-from ..reporting.analytics import CaseResult, code_sort_key
+from ..execution.outcome import CaseResult
+from ..status import UNSUCCESSFUL, Status
 from .tables import (
     LLM,
     Behaviour,
@@ -36,7 +38,7 @@ from .tables import (
 log = logging.getLogger(__name__)
 
 #: Result statuses shown in the failure drill-down.
-FAILURE_STATUSES = ("failed", "error")
+FAILURE_STATUSES = tuple(sorted(UNSUCCESSFUL))
 
 
 class DatasetError(HelmbenchError):
@@ -78,7 +80,7 @@ class FailureRow:
     model: str
     case_code: str
     repeat: int
-    status: str  # "failed" | "error"
+    status: Status  # failed or error
     reason: str
     behaviour: str
     scenario: str
@@ -126,26 +128,6 @@ class ResultRecord:
     finish_reason: str | None
     prompt_hash: str
     created_at: datetime | None
-
-    def case_result(self) -> CaseResult:
-        return CaseResult(
-            model=self.model,
-            run_id=self.run_id,
-            case_code=self.case_code,
-            pillar=self.pillar,
-            behaviour=self.behaviour,
-            scenario=self.scenario,
-            condition=self.condition,
-            condition_severity=self.condition_severity,
-            user_context=self.user_context,
-            user_context_severity=self.user_context_severity,
-            perturbation=self.perturbation,
-            perturbation_severity=self.perturbation_severity,
-            perturbation_style=self.style,
-            status=self.status,
-            critical=self.critical,
-            repeat=self.repeat,
-        )
 
 
 @dataclass(frozen=True)
@@ -278,7 +260,7 @@ def _result_query(run_ids: Sequence[int], *columns: Any) -> Select:
         uc.severity.label("user_context_severity"),
         Perturbation.code.label("perturbation"),
         Perturbation.severity.label("perturbation_severity"),
-        Perturbation.style.label("style"),
+        Perturbation.style.label("perturbation_style"),
         Scenario.critical,
         Result.repeat_index.label("repeat"),
         Result.status,
@@ -299,33 +281,12 @@ def _result_query(run_ids: Sequence[int], *columns: Any) -> Select:
     )
 
 
-def _case_result(row: Any) -> CaseResult:
-    return CaseResult(
-        model=row.model,
-        run_id=row.run_id,
-        case_code=row.case_code,
-        pillar=row.pillar,
-        behaviour=row.behaviour,
-        scenario=row.scenario,
-        condition=row.condition,
-        condition_severity=row.condition_severity or 0,
-        user_context=row.user_context,
-        user_context_severity=row.user_context_severity or 0,
-        perturbation=row.perturbation,
-        perturbation_severity=row.perturbation_severity or 0,
-        perturbation_style=row.style,
-        status=row.status,
-        critical=bool(row.critical),
-        repeat=row.repeat or 0,
-    )
-
-
 def load_case_results(session: Session, run_ids: Sequence[int] | None = None) -> list[CaseResult]:
     """One CaseResult per stored Result of the selected runs (every status), in storage order."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
-    return [_case_result(row) for row in session.connection().execute(_result_query(ids))]
+    return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(_result_query(ids))]
 
 
 def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[ResultRecord]:
@@ -371,7 +332,7 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
             user_context_severity=us,
             perturbation_severity=ps,
             base_severity=ps + us,
-            style=row.style,
+            style=row.perturbation_style,
             prompt_tokens=row.prompt_tokens,
             completion_tokens=row.completion_tokens,
             cost_usd=row.cost_usd,
@@ -412,7 +373,7 @@ def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> lis
                 model=row.model,
                 case_code=row.case_code,
                 repeat=row.repeat or 0,
-                status=row.status,
+                status=Status(row.status),
                 reason=row.reason or "",
                 behaviour=row.behaviour,
                 scenario=row.scenario,

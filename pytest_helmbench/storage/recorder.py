@@ -35,7 +35,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from ..errors import HelmbenchError
-from ..execution.outcome import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from ..execution.outcome import Outcome
+from ..status import RunStatus, Status
 from ..suite.loader import content_hash
 from .tables import (
     LLM,
@@ -397,7 +398,7 @@ class Recorder:
             run = session.get(EvaluationRun, run_id)
             if run is None:
                 raise StorageError(f"run {run_id} does not exist")
-            run.status = "running"
+            run.status = RunStatus.RUNNING
             run.finished_at = None
             run.options = {**options, "resumed_in_session": self.session_id}
             session.add(run)
@@ -506,7 +507,7 @@ class Recorder:
             db.execute(_INSERT_CACHED, list(fresh.values()))
         self._cache_written = len(entries)
 
-    def finish(self, statuses: dict[str, str]) -> None:
+    def finish(self, statuses: dict[str, RunStatus]) -> None:
         """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model); write
         the cache entries still pending."""
         with Session(self.engine) as session:
@@ -515,7 +516,7 @@ class Recorder:
             for model, run_id in self.runs.items():
                 run = session.get(EvaluationRun, run_id)
                 if run is not None:
-                    run.status = statuses.get(model, "completed")
+                    run.status = statuses.get(model, RunStatus.COMPLETED)
                     run.finished_at = utcnow()
                     session.add(run)
             session.commit()
@@ -635,10 +636,10 @@ def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
     """
     counts = run.counts
     status_counter = {
-        PASSED: "passed_tests",
-        FAILED: "failed_tests",
-        ERROR: "error_tests",
-        SKIPPED: "skipped_tests",
+        Status.PASSED: "passed_tests",
+        Status.FAILED: "failed_tests",
+        Status.ERROR: "error_tests",
+        Status.SKIPPED: "skipped_tests",
     }.get(outcome.status)
     if status_counter is not None:
         counts[status_counter] += sign
