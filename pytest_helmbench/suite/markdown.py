@@ -2,22 +2,38 @@
 
 Composition must be byte-exact and identical for the consolidated and the individual form of a
 component, so every rule here is deliberately small and literal (see README, "Composition").
-The frontmatter split is hand-written rather than python-frontmatter's because errors must carry
-the file's own line numbers, and a metadata block may follow an H1 in the middle of a file.
+Frontmatter is split by python-frontmatter's YAML handler, narrowed to the contract (the opening
+`---` on the first line, closed by `---` or `...`) and given a loader that refuses YAML aliases and
+deep nesting, so a stranger's file can neither expand without bound nor crash libyaml; the body and
+its first line are computed here so errors carry the file's own line numbers. Files are read by
+`read_text`, which opens regular files only and refuses anything over a size limit.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from ..errors import BenchmarkError
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: Default largest benchmark file read (bytes): far above any real component, far below harm.
+DEFAULT_MAX_FILE_SIZE = 1024 * 1024
+#: Deepest YAML nesting accepted: libyaml's own composer overflows the C stack on deep nesting.
+MAX_YAML_DEPTH = 64
+#: Pseudo-file systems whose "files" are process state, never benchmark content.
+_SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
+
+_FENCE = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})(?P<info>.*)$")
 _H1 = re.compile(r"^# (?P<text>.*)$")
 _H1_CODE = re.compile(r"^(?P<code>[A-Za-z]+\d+)(?:\s*:\s*(?P<title>.*?))?\s*$")
 
@@ -49,37 +65,122 @@ def normalize(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-def read_text(path: Path) -> str:
-    """Read a benchmark file as UTF-8, normalised; a decoding problem is a BenchmarkError."""
-    try:
-        return normalize(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
+def read_text(path: Path, max_size: int = DEFAULT_MAX_FILE_SIZE) -> str:
+    """Read a benchmark file as UTF-8, normalised; any problem is a BenchmarkError naming the file.
+
+    Only regular files are opened (a FIFO would block, a device could do anything), never one under
+    /proc, /sys or /dev, and never more than `max_size` bytes: the file comes from a stranger."""
+    real = os.path.realpath(path)
+    if any(real == top or real.startswith(top + "/") for top in _SPECIAL_ROOTS):
         raise BenchmarkError(
-            path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8"
-        ) from None
+            path, "is a system file, not benchmark content", fix="replace it with a plain file"
+        )
+    try:
+        _check_regular(path, os.stat(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            _check_regular(path, os.fstat(handle.fileno()))  # the file may have been swapped since
+            data = handle.read(max_size + 1)
     except OSError as exc:
         raise BenchmarkError(
             path, f"cannot be read: {exc.strerror}", fix="check that the file exists and is readable"
         ) from None
+    if len(data) > max_size:
+        raise BenchmarkError(
+            path,
+            f"is larger than the {max_size}-byte limit",
+            fix="shorten it, or raise the limit with --helmbench-max-file-size",
+        )
+    try:
+        return normalize(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BenchmarkError(
+            path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8"
+        ) from None
 
 
-# libyaml's safe loader builds the same values about ten times faster (collection reads a few YAML
-# blocks per scenario); the pure-Python one is the fallback and the source of error messages.
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _check_regular(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise BenchmarkError(
+            path,
+            "is not a regular file (a folder, FIFO, socket or device)",
+            fix="replace it with a plain text file",
+        )
+
+
+class YamlRefused(ComposerError):
+    """An alias or too deep a nesting: refused, because either can make loading explode."""
+
+    def __init__(self, problem: str, fix: str, mark: Any) -> None:
+        super().__init__(None, None, problem, mark)
+        self.fix = fix
+
+
+class _Guard(Composer):
+    """Compose nodes in Python, refusing aliases (`*name`, billion laughs) and deep nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise YamlRefused(
+                f"the alias *{event.anchor} is not allowed",
+                "write the value out in full (aliases are refused: they can expand without bound)",
+                event.start_mark,
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise YamlRefused(
+                    f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    "flatten the metadata",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class SafeYamlLoader(_Guard, yaml.SafeLoader):
+    """PyYAML's safe loader (no Python tags) with aliases and deep nesting refused."""
+
+
+try:
+    from yaml._yaml import CParser
+except ImportError:  # PyYAML built without libyaml
+    _FastLoader: type = SafeYamlLoader
+else:
+
+    class _FastLoader(_Guard, CParser, SafeConstructor, Resolver):  # type: ignore[no-redef]
+        """libyaml's scanner and parser (several times faster) under the same guarded composer."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+
+
+def yaml_load(text: str) -> Any:
+    """Load YAML safely, refusing aliases and deep nesting; errors are PyYAML's (see load_yaml)."""
+    try:
+        return yaml.load(text, Loader=_FastLoader)
+    except yaml.YAMLError:
+        pass  # libyaml words its errors differently: report the pure-Python loader's message
+    return yaml.load(text, Loader=SafeYamlLoader)
 
 
 def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:
     """Load YAML safely; errors name the file and the line within it."""
     try:
-        return yaml.load(text, Loader=_FAST_LOADER)
-    except yaml.YAMLError:
-        pass  # libyaml words its errors differently: report the pure-Python loader's message
-    try:
-        return yaml.safe_load(text)
+        return yaml_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, YamlRefused):
+            raise BenchmarkError(path, f"YAML refused: {problem}", line=line, fix=exc.fix) from None
         raise BenchmarkError(
             path,
             f"malformed YAML: {problem}",
@@ -88,15 +189,31 @@ def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:
         ) from None
 
 
-def _yaml_mapping(lines: list[str], path: Path, first_line: int) -> dict[str, Any]:
-    data = load_yaml("\n".join(lines), path, first_line)
+class _FrontmatterHandler(YAMLHandler):
+    """python-frontmatter's YAML handler, narrowed to the contract and loading with SafeYamlLoader."""
+
+    # Opening `---` or closing `---` / `...`, trailing whitespace allowed but never a line break.
+    FM_BOUNDARY = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.MULTILINE)
+
+    def detect(self, text: str) -> bool:
+        return text.split("\n", 1)[0].rstrip() == "---"
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        return yaml_load(fm)
+
+
+_HANDLER = _FrontmatterHandler()
+
+
+def _yaml_mapping(text: str, path: Path, first_line: int) -> dict[str, Any]:
+    data = load_yaml(text, path, first_line)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise BenchmarkError(
             path,
             "the metadata block must be a YAML mapping (key: value lines)",
-            line=first_line,
+            line=first_line + 1,
             fix="write one 'key: value' per line, e.g. 'severity: 2'",
         )
     return data
@@ -104,30 +221,43 @@ def _yaml_mapping(lines: list[str], path: Path, first_line: int) -> dict[str, An
 
 def split_frontmatter(text: str, path: Path) -> MarkdownDoc:
     """Split `---` YAML frontmatter from the body; a file without frontmatter has empty metadata."""
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        return MarkdownDoc({}, text, 1)
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() in ("---", "..."):
-            meta = _yaml_mapping(lines[1:index], path, 2)
-            return MarkdownDoc(meta, "\n".join(lines[index + 1 :]), index + 2)
-    raise BenchmarkError(
-        path,
-        "frontmatter opened with '---' is never closed",
-        line=1,
-        fix="add a closing '---' line after the metadata",
-    )
+    return _split_block(text, path, 1, "frontmatter")
+
+
+def _split_block(text: str, path: Path, first_line: int, what: str) -> MarkdownDoc:
+    """Split a `---` block opening `text` (which starts at `first_line` of the file) from what follows."""
+    if not _HANDLER.detect(text):
+        return MarkdownDoc({}, text, first_line)
+    try:
+        fm, content = _HANDLER.split(text)
+    except ValueError:
+        raise BenchmarkError(
+            path,
+            f"{what} opened with '---' is never closed",
+            line=first_line,
+            fix="add a closing '---' line after the metadata",
+        ) from None
+    # `fm` keeps the opening line's line break, so a YAML mark's line counts from the opening line;
+    # its last line break is dropped so an error at the end of the YAML names the YAML's last line.
+    meta = _yaml_mapping(fm.removesuffix("\n"), path, first_line)
+    body_line = first_line + text.count("\n", 0, len(text) - len(content)) + 1
+    return MarkdownDoc(meta, content[1:] if content.startswith("\n") else content, body_line)
 
 
 def _is_fence(line: str, fence: str | None) -> tuple[bool, str | None]:
-    """Track fenced code blocks so headings inside code are left alone."""
+    """Track fenced code blocks (CommonMark) so headings inside code are left alone.
+
+    A fence opens with 3+ backticks or tildes (a backtick fence's info string has no backtick) and
+    closes only with the same character, at least as long, followed by nothing but spaces or tabs."""
     match = _FENCE.match(line)
     if not match:
         return False, fence
-    marker = match.group(1)
+    marker, info = match.group("marker"), match.group("info")
     if fence is None:
+        if marker[0] == "`" and "`" in info:
+            return False, None  # inline code, not a fence
         return True, marker
-    if marker[0] == fence[0] and len(marker) >= len(fence):
+    if marker[0] == fence[0] and len(marker) >= len(fence) and not info.strip(" \t"):
         return True, None
     return False, fence
 
@@ -181,16 +311,8 @@ def _metadata_block(lines: list[str], path: Path, first_line: int) -> tuple[dict
         index += 1
     if index == len(lines) or lines[index].rstrip() != "---":
         return {}, "\n".join(lines)
-    for close in range(index + 1, len(lines)):
-        if lines[close].rstrip() in ("---", "..."):
-            meta = _yaml_mapping(lines[index + 1 : close], path, first_line + index + 1)
-            return meta, "\n".join(lines[close + 1 :])
-    raise BenchmarkError(
-        path,
-        "metadata block opened with '---' is never closed",
-        line=first_line + index,
-        fix="add a closing '---' line",
-    )
+    doc = _split_block("\n".join(lines[index:]), path, first_line + index, "metadata block")
+    return doc.meta, doc.body
 
 
 def heading_tag(heading: str) -> str:
