@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The newcomer path: every set-up step inside two commands, with nothing but Python >= 3.11.
+
+    python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
+    python3 dev.py test [pytest args]    # lint, format check and the test suite (what .ci/run runs)
+
+Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
+`dev` extras whenever pyproject.toml changed (a stamp file inside `.venv` holds its hash). `test`
+also installs, as root and only when missing, Debian's Chromium (the report tests) and PostgreSQL
+server binaries (the PostgreSQL storage tests). Standard library only: it runs before anything is
+installed. Why not make or uv: only Python is guaranteed on a fresh machine; make is missing from
+many images and uv would itself need installing.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+EXTRAS = "local,dev"
+STAMP_NAME = ".helmbench-dev-install"
+BENCH_ARGS = (
+    "--helmbench-model=local/smollm2",
+    "--helmbench-marking-model=local/smollm2",
+    "--helmbench-sample=30",
+)
+TEST_ARGS = ("tests", "-n", "2")
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
+USAGE = "usage: python3 dev.py {bench|test} [pytest args]"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan, run from the project root; `label` says what it is for."""
+
+    label: str
+    argv: tuple[str, ...]
+
+
+def venv_bin(venv: Path, name: str) -> Path:
+    return venv / ("Scripts" if os.name == "nt" else "bin") / name
+
+
+def install_fingerprint(pyproject: bytes, extras: str = EXTRAS) -> str:
+    """What the installed environment was built from: the project file and the extras asked for."""
+    return hashlib.sha256(pyproject + b"\0" + extras.encode()).hexdigest()
+
+
+def needs_install(stamp: Path, fingerprint: str) -> bool:
+    """True unless the stamp records exactly this fingerprint (a fresh venv has no stamp)."""
+    try:
+        return stamp.read_text(encoding="utf-8").strip() != fingerprint
+    except OSError:
+        return True
+
+
+def missing_packages(
+    which: Callable[[str], str | None] = shutil.which,
+    find: Callable[[str], list[str]] = glob.glob,
+    pg_bindir: str | None = None,
+) -> list[str]:
+    """The Debian packages `test` needs and this machine lacks: chromium, postgresql (server binaries)."""
+    missing = []
+    if not any(which(name) for name in CHROMIUM_NAMES):
+        missing.append("chromium")
+    bindirs = [pg_bindir] if pg_bindir else []
+    bindirs += find(POSTGRES_BINDIRS)
+    if not any(Path(d, "initdb").is_file() and Path(d, "pg_ctl").is_file() for d in bindirs):
+        missing.append("postgresql")
+    return missing
+
+
+def apt_steps(packages: Sequence[str]) -> list[Step]:
+    if not packages:
+        return []
+    install = ("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages)
+    return [Step("apt index", ("apt-get", "update", "-qq")), Step("system packages", install)]
+
+
+def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
+    """What `bench` or `test` runs once the environment is ready: the README's commands, in the venv.
+
+    The last step replaces this process, so its exit status and its Ctrl-C handling are pytest's own."""
+    pytest, ruff = str(venv_bin(venv, "pytest")), str(venv_bin(venv, "ruff"))
+    if action == "bench":
+        return [Step("benchmark sample", (pytest, *BENCH_ARGS, *extra))]
+    if action == "test":
+        return [
+            Step("lint", (ruff, "check", ".")),
+            Step("format check", (ruff, "format", "--check", ".")),
+            Step("test suite", (pytest, *TEST_ARGS, *extra)),
+        ]
+    raise ValueError(USAGE)
+
+
+def venv_env(venv: Path) -> dict[str, str]:
+    """The environment an activated venv gives: its bin first on PATH, VIRTUAL_ENV set."""
+    env = dict(os.environ)
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = os.pathsep.join([str(venv_bin(venv, "python").parent), env.get("PATH", "")])
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def say(message: str) -> None:
+    print(f"dev.py: {message}", file=sys.stderr, flush=True)
+
+
+def run(step: Step, env: dict[str, str] | None = None) -> int:
+    say(f"{step.label}: {' '.join(step.argv)}")
+    return subprocess.run(step.argv, cwd=ROOT, env=env, check=False).returncode
+
+
+def ensure_venv(venv: Path) -> Path:
+    """Create the venv when missing, recreate it when its interpreter no longer runs; its python."""
+    python = venv_bin(venv, "python")
+    if python.exists() and subprocess.run([str(python), "-c", ""], check=False).returncode == 0:
+        return python
+    say(f"creating {venv}")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    return python
+
+
+def ensure_install(python: Path, venv: Path) -> None:
+    """pip install -e '.[local,dev]' when pyproject.toml (or the extras) changed since the last install."""
+    fingerprint = install_fingerprint((ROOT / "pyproject.toml").read_bytes())
+    stamp = venv / STAMP_NAME
+    if not needs_install(stamp, fingerprint):
+        return
+    pip = (str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    for step in (Step("pip", (*pip, "--upgrade", "pip")), Step("install", (*pip, "-e", f".[{EXTRAS}]"))):
+        if run(step) != 0:
+            raise SystemExit(f"dev.py: {step.label} failed; fix the error above and run me again")
+    stamp.write_text(fingerprint + "\n", encoding="utf-8")
+
+
+def ensure_system_packages() -> None:
+    """Install missing Debian packages as root; otherwise say what to install (the tests will fail)."""
+    missing = missing_packages(pg_bindir=os.environ.get("HELMBENCH_PG_BINDIR"))
+    if not missing:
+        return
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        say(f"missing system packages: {' '.join(missing)} (install them as root: apt-get install -y ...)")
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for step in apt_steps(missing):
+        if run(step, env) != 0:
+            raise SystemExit(f"dev.py: {step.label} failed")
+
+
+def main(argv: Sequence[str]) -> int:
+    if sys.version_info < (3, 11):  # noqa: UP036 (a fresh machine may run an older python3)
+        raise SystemExit("dev.py: HELMBench needs Python >= 3.11")
+    if not argv or argv[0] not in ("bench", "test"):
+        raise SystemExit(USAGE)
+    action, extra = argv[0], list(argv[1:])
+    python = ensure_venv(VENV)
+    ensure_install(python, VENV)
+    if action == "test":
+        ensure_system_packages()
+    env = venv_env(VENV)
+    *checks, last = final_steps(action, VENV, extra)
+    for step in checks:
+        status = run(step, env)
+        if status != 0:
+            return status
+    say(f"{last.label}: {' '.join(last.argv)}")
+    os.chdir(ROOT)
+    os.execve(last.argv[0], list(last.argv), env)
+    return 0  # not reached: execve replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,80 @@
+"""dev.py's pure parts: when to reinstall, which system packages are missing, what each command runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import dev  # the project root is on sys.path: tests/ is a package of it
+
+ROOT = Path(dev.__file__).parent
+
+
+def test_install_is_redone_only_when_pyproject_or_extras_change(tmp_path: Path) -> None:
+    stamp = tmp_path / "stamp"
+    first = dev.install_fingerprint(b"[project]\nname = 'x'\n")
+    assert dev.needs_install(stamp, first)  # a fresh venv has no stamp
+    stamp.write_text(first + "\n")
+    assert not dev.needs_install(stamp, first)
+    assert dev.needs_install(stamp, dev.install_fingerprint(b"[project]\nname = 'y'\n"))
+    assert dev.needs_install(stamp, dev.install_fingerprint(b"[project]\nname = 'x'\n", extras="dev"))
+
+
+def pg_bindir(tmp_path: Path, *names: str) -> Path:
+    folder = tmp_path / "16" / "bin"
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / name).write_text("")
+    return folder
+
+
+def test_missing_packages(tmp_path: Path) -> None:
+    nothing = dev.missing_packages(which=lambda name: None, find=lambda pattern: [])
+    assert nothing == ["chromium", "postgresql"]
+    complete = str(pg_bindir(tmp_path, "initdb", "pg_ctl"))
+    found = dev.missing_packages(which=lambda name: f"/usr/bin/{name}", find=lambda pattern: [complete])
+    assert found == []
+    browser = dev.missing_packages(which={"chromium-browser": "/b"}.get, find=lambda pattern: [complete])
+    assert browser == []
+    assert dev.missing_packages(which=lambda n: "/b", find=lambda p: [], pg_bindir=complete) == []
+
+
+def test_postgresql_needs_both_server_binaries(tmp_path: Path) -> None:
+    half = str(pg_bindir(tmp_path, "initdb"))
+    assert dev.missing_packages(which=lambda name: "/b", find=lambda pattern: [half]) == ["postgresql"]
+
+
+def test_apt_steps_install_only_what_is_missing() -> None:
+    assert dev.apt_steps([]) == []
+    update, install = dev.apt_steps(["postgresql"])
+    assert update.argv[:2] == ("apt-get", "update")
+    assert install.argv[:3] == ("apt-get", "install", "-y") and install.argv[-1] == "postgresql"
+
+
+def test_test_runs_lint_format_check_then_the_readme_command(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    lint, fmt, suite = dev.final_steps("test", venv, ["-m", "not local_model"])
+    assert lint.argv == (str(venv / "bin" / "ruff"), "check", ".")
+    assert fmt.argv == (str(venv / "bin" / "ruff"), "format", "--check", ".")
+    assert suite.argv == (str(venv / "bin" / "pytest"), "tests", "-n", "2", "-m", "not local_model")
+
+
+def test_bench_runs_the_readme_sample_command(tmp_path: Path) -> None:
+    (step,) = dev.final_steps("bench", tmp_path, [])
+    assert step.argv[0] == str(tmp_path / "bin" / "pytest")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pytest " + " ".join(step.argv[1:]) in readme  # the README explains exactly this command
+
+
+def test_unknown_command_prints_usage() -> None:
+    with pytest.raises(SystemExit, match="usage: python3 dev.py"):
+        dev.main(["lint"])
+    with pytest.raises(ValueError):
+        dev.final_steps("deploy", Path("v"), [])
+
+
+def test_venv_env_puts_the_venv_first(tmp_path: Path) -> None:
+    env = dev.venv_env(tmp_path)
+    assert env["VIRTUAL_ENV"] == str(tmp_path)
+    assert env["PATH"].split(":")[0] == str(tmp_path / "bin")
