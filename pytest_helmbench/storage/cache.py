@@ -16,11 +16,12 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import delete
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
 from ..providers.http import ChatRequest
-from .tables import CachedResponse
+from .tables import CachedResponse, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,7 @@ class ResponseCache:
         if entry is None:
             return None
         if self.ttl_seconds is not None:
-            created = (
-                entry.created_at if entry.created_at.tzinfo else entry.created_at.replace(tzinfo=UTC)
-            )
+            created = entry.created_at if entry.created_at.tzinfo else entry.created_at.replace(tzinfo=UTC)
             if datetime.now(UTC) - created > timedelta(seconds=self.ttl_seconds):
                 return None
         return entry
@@ -100,3 +99,24 @@ class ResponseCache:
     def close(self) -> None:
         if self._engine is not None:
             self._engine.dispose()
+
+
+def prune(
+    session: Session,
+    older_than_seconds: float | None = None,
+    model_id: str | None = None,
+    now: datetime | None = None,
+) -> int:
+    """Delete the entries older than the age and/or of one model (neither: every entry); return how many.
+
+    Entries are only ever read by key, so deleting one costs at most one repeated call; the age is
+    measured from when the entry was written, in the same UTC clock the recorder writes with."""
+    statement = delete(CachedResponse)
+    if older_than_seconds is not None:
+        cutoff = (now or utcnow()) - timedelta(seconds=older_than_seconds)
+        statement = statement.where(CachedResponse.created_at < cutoff)
+    if model_id is not None:
+        statement = statement.where(CachedResponse.model_id == model_id)
+    removed = session.exec(statement).rowcount
+    session.commit()
+    return removed
