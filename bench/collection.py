@@ -49,9 +49,11 @@ def main() -> None:
         )
     ratio = median([t.seconds for t in helm]) / median([t.seconds for t in plain])
     memory = max(t.max_rss_mb for t in helm)
+    speed_ok = "OK" if ratio <= 1.0 else "MISSED"
+    memory_ok = "OK" if memory < TARGET_MB else "MISSED"
     print(
-        f"cases: {cases}; HELMBench / plain pytest: {ratio:.2f}x (target <= 1.0x) -> {'OK' if ratio <= 1.0 else 'MISSED'}; "
-        f"peak memory {memory:.0f} MB (target < {TARGET_MB:.0f} MB) -> {'OK' if memory < TARGET_MB else 'MISSED'}"
+        f"cases: {cases}; HELMBench / plain pytest: {ratio:.2f}x (target <= 1.0x) -> {speed_ok}; "
+        f"peak memory {memory:.0f} MB (target < {TARGET_MB:.0f} MB) -> {memory_ok}"
     )
 
 

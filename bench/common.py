@@ -23,7 +23,7 @@ MODEL = "openai/gpt-4o-mini"
 
 sys.path.insert(0, str(REPO))
 from tests.benchfiles import SCENARIO  # noqa: E402  (the same files the tests use)
-from tests.benchfiles import STRICT_SCHEMA as SCHEMA
+from tests.benchfiles import STRICT_SCHEMA as SCHEMA  # noqa: E402
 
 
 def write_bare_project(folder: Path, cases: int) -> None:
@@ -31,7 +31,8 @@ def write_bare_project(folder: Path, cases: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_trivial.py").write_text(
-        f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\ndef test_trivial(i):\n    assert i >= 0\n"
+        f"import pytest\n\n@pytest.mark.parametrize('i', range({cases}))\n"
+        "def test_trivial(i):\n    assert i >= 0\n"
     )
 
 
@@ -42,7 +43,8 @@ def _write(path: Path, text: str) -> None:
 
 def _components(prefix: str, count: int, heading: str, extra: str = "") -> str:
     return "\n".join(
-        f"# {prefix}{i}: {prefix.lower()} {i}\n---\nseverity: 0\n{extra}---\n\n## {heading}\n\n{heading} number {i}.\n"
+        f"# {prefix}{i}: {prefix.lower()} {i}\n---\nseverity: 0\n{extra}---\n\n"
+        f"## {heading}\n\n{heading} number {i}.\n"
         for i in range(1, count + 1)
     )
 

@@ -50,20 +50,20 @@ def main() -> None:
                 helm_times.append(timed.seconds)
             requests = server.stop()
     bare_s, helm_s = median(bare_times), median(helm_times)
-    per_case_ms = median([(h - b) for h, b in zip(helm_times, bare_times)]) / cases * 1000.0
+    per_case_ms = median([(h - b) for h, b in zip(helm_times, bare_times, strict=True)]) / cases * 1000.0
     of_medians_ms = (helm_s - bare_s) / cases * 1000.0
+    bare_runs = ", ".join(f"{t:.2f}" for t in bare_times)
+    helm_runs = ", ".join(f"{t:.2f}" for t in helm_times)
+    verdict = "OK" if per_case_ms <= TARGET_MS else "MISSED"
     print(
-        f"cases: {cases} (zero-latency loopback server, concurrency {args.concurrency}, {requests} chat requests in all)"
+        f"cases: {cases} (zero-latency loopback server, concurrency {args.concurrency}, "
+        f"{requests} chat requests in all)"
     )
+    print(f"bare pytest, {cases} trivial tests: median {bare_s:.2f} s  (runs: {bare_runs})")
+    print(f"HELMBench, {cases} cases:            median {helm_s:.2f} s  (runs: {helm_runs})")
     print(
-        f"bare pytest, {cases} trivial tests: median {bare_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_times)})"
-    )
-    print(
-        f"HELMBench, {cases} cases:            median {helm_s:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in helm_times)})"
-    )
-    print(
-        f"overhead per case (median of the paired differences): {per_case_ms:.2f} ms (target <= {TARGET_MS:.1f} ms) -> "
-        f"{'OK' if per_case_ms <= TARGET_MS else 'MISSED'}  [difference of the medians: {of_medians_ms:.2f} ms]"
+        f"overhead per case (median of the paired differences): {per_case_ms:.2f} ms "
+        f"(target <= {TARGET_MS:.1f} ms) -> {verdict}  [difference of the medians: {of_medians_ms:.2f} ms]"
     )
 
 

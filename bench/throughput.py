@@ -4,7 +4,8 @@ The whole `pytest` command's wall time (median of 3, fresh database each time) a
 `cases x latency / concurrency` at --helmbench-concurrency 50 (target <= 1.3x), and the same run
 with `-n 2` alone (one call at a time per worker) for comparison.
 
-    python bench/throughput.py [--cases 2000] [--latency 0.2] [--concurrency 50] [--repeats 3] [--xdist-repeats 1]
+    python bench/throughput.py [--cases 2000] [--latency 0.2] [--concurrency 50] [--repeats 3]
+                               [--xdist-repeats 1]
 """
 
 from __future__ import annotations
@@ -62,18 +63,20 @@ def main() -> None:
                 xdist.append(timed.seconds)
             requests = server.stop()
     wall = median(runs)
+    latency_ms = args.latency * 1000
+    print(f"cases: {cases}, server latency {latency_ms:.0f} ms per call, {requests} chat requests in all")
+    verdict = "OK" if wall / ideal <= TARGET_RATIO else "MISSED"
     print(
-        f"cases: {cases}, server latency {args.latency * 1000:.0f} ms per call, {requests} chat requests in all"
-    )
-    print(
-        f"--helmbench-concurrency {args.concurrency}: median {wall:.2f} s (runs: {', '.join(f'{t:.2f}' for t in runs)}); "
-        f"ideal {ideal:.2f} s -> {wall / ideal:.2f}x (target <= {TARGET_RATIO}x) -> {'OK' if wall / ideal <= TARGET_RATIO else 'MISSED'}"
+        f"--helmbench-concurrency {args.concurrency}: median {wall:.2f} s "
+        f"(runs: {', '.join(f'{t:.2f}' for t in runs)}); "
+        f"ideal {ideal:.2f} s -> {wall / ideal:.2f}x (target <= {TARGET_RATIO}x) -> {verdict}"
     )
     if xdist:
-        ideal_x = cases * args.latency / 2
+        ideal_x, wall_x = cases * args.latency / 2, median(xdist)
         print(
-            f"-n 2 (one call at a time per worker): median {median(xdist):.2f} s (runs: {', '.join(f'{t:.2f}' for t in xdist)}); "
-            f"its own ideal {ideal_x:.1f} s -> {median(xdist) / ideal_x:.2f}x; {median(xdist) / wall:.1f}x slower than concurrency {args.concurrency}"
+            f"-n 2 (one call at a time per worker): median {wall_x:.2f} s "
+            f"(runs: {', '.join(f'{t:.2f}' for t in xdist)}); its own ideal {ideal_x:.1f} s -> "
+            f"{wall_x / ideal_x:.2f}x; {wall_x / wall:.1f}x slower than concurrency {args.concurrency}"
         )
 
 
