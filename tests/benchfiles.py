@@ -37,7 +37,7 @@ evaluation:
 ## Your job
 
 You are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.
-"""
+"""  # noqa: E501  (one long line, as authors write them)
 
 CONDITIONS = """# C1: friendly tutor
 ---

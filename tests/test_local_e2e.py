@@ -51,12 +51,13 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
     assert "dry run" not in result.stdout.str()
     with sqlite3.connect(pytester.path / "helmbench.db") as conn:
         rows = conn.execute(
-            "select status, raw_response, prompt_tokens, completion_tokens, latency_ms, cost_usd, evaluation_details from result"
+            "select status, raw_response, prompt_tokens, completion_tokens, latency_ms, cost_usd,"
+            " evaluation_details from result"
         ).fetchall()
         model = conn.execute("select model_id from llm").fetchall()
     assert model == [("local/smollm2",)]
     assert len(rows) == 2
-    for status, raw, prompt_tokens, completion_tokens, latency, cost, details in rows:
+    for _status, raw, prompt_tokens, completion_tokens, latency, cost, _details in rows:
         assert raw and '"choices"' in raw
         assert prompt_tokens > 100 and completion_tokens > 0 and latency > 0
         assert cost == 0.0

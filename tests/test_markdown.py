@@ -113,7 +113,10 @@ def test_split_frontmatter_loads_yaml_safely() -> None:
 
 
 def test_split_consolidated_reads_codes_titles_metadata_and_bodies() -> None:
-    text = "# C1\n\nFirst body.\n\n# C2: Terse tutor\n\n\n---\nseverity: 2\nstyle: terse\n---\n## System\n\nShort.\n"
+    text = (
+        "# C1\n\nFirst body.\n\n"
+        "# C2: Terse tutor\n\n\n---\nseverity: 2\nstyle: terse\n---\n## System\n\nShort.\n"
+    )
     first, second = split_consolidated(text, P, "C")
     assert (first.code, first.title, first.meta, first.body, first.line) == (
         "C1",
@@ -270,7 +273,8 @@ def test_to_xml_exact_bytes() -> None:
     )
     assert to_xml(body) == (
         "Preface line.\n\n"
-        "<system_instructions>\nBe kind & <brief>.\n\n### Detail\nKeep H3.\n\n```md\n## Not a section\n# nor an H1\n```\n</system_instructions>\n\n"
+        "<system_instructions>\nBe kind & <brief>.\n\n### Detail\nKeep H3.\n\n"
+        "```md\n## Not a section\n# nor an H1\n```\n</system_instructions>\n\n"
         "<section_2nd_part>\n~~~\n## tilde fence\n~~~\n</section_2nd_part>\n\n"
         "<empty>\n##NoSpace is text\n#### deep\n</empty>"
     )
@@ -380,7 +384,7 @@ def _individual(meta: dict, body: str) -> str:
 def test_property_consolidated_and_individual_forms_compose_identically(components, blank_lines: int) -> None:
     parsed = split_consolidated(_consolidated(components, blank_lines), P, "C")
     assert [c.code for c in parsed] == [c[0] for c in components]
-    for raw, (code, title, meta, body, expected) in zip(parsed, components):
+    for raw, (code, title, meta, body, expected) in zip(parsed, components, strict=True):
         doc = split_frontmatter(_individual(meta, body), Path(f"conditions/{code}.md"))
         assert to_xml(raw.body) == to_xml(doc.body) == expected
         assert raw.meta == doc.meta == meta
