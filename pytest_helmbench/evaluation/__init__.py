@@ -1,1 +1,14 @@
-"""evaluation."""
+"""Evaluation: rule on a model's answer (model call -> evaluation in the data flow).
+
+- base.py: the `Evaluator` interface, its `EvaluationContext` and the `Evaluation` it returns.
+- one file per evaluation type: category_match.py, list_includes.py, sqe.py.
+- registry.py: `EvaluatorRegistry` (types by name); builtin.py registers the built-ins through the
+  `pytest_helmbench_register_evaluators` hook, the one a conftest.py or plugin implements too.
+- pipeline.py: the steps every type shares (refusal, JSON, schema) before the evaluator rules.
+- answers.py: reading content as JSON and checking it against a schema; judge.py: the marking
+  model's call (prompt, strict verdict schema, parsing).
+
+May import suite/ (scenarios, specs), providers/ (responses, call errors), errors and config;
+never execution/, storage/ or reporting/. Heavy libraries (httpx, jsonschema) stay out of base.py,
+registry.py, builtin.py and the evaluator modules: they are imported in every pytest session.
+"""

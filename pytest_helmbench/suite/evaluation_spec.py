@@ -1,0 +1,84 @@
+"""A scenario's `evaluation:` mapping: how the loader reads it without knowing any evaluation type.
+
+The types live in the evaluation stage (later in the flow), so the loader is handed them as an
+`EvaluationTypes` (the evaluator registry satisfies it): it looks the written `type` up there, and
+the type checks its own settings and returns the normalised `EvaluationSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import BenchmarkError
+
+DEFAULT_TYPE = "category_match"
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """How a scenario's answer is judged, as checked by its evaluation type.
+
+    `settings` is the `evaluation:` mapping as written, so a type's own keys (say `max_words`)
+    reach its evaluator without a field here per type."""
+
+    type: str
+    field: str
+    expected: str | None = None
+    required: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RawEvaluation:
+    """What an evaluation type checks: the mapping as written and what it may be compared against."""
+
+    type: str
+    settings: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    schema: Mapping[str, Any]
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        """The answer schema's top-level properties (the fields an answer can have)."""
+        return self.schema.get("properties", {})
+
+
+class EvaluationType(Protocol):
+    """The loader's view of an evaluator: its name, what it needs beside S<n>.md, its check."""
+
+    type: str
+    needs_criteria: bool
+
+    def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec: ...
+
+
+class EvaluationTypes(Protocol):
+    """Every known evaluation type by name (the evaluator registry)."""
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str) -> EvaluationType: ...
+
+
+def parse_evaluation(
+    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+) -> tuple[EvaluationSpec, EvaluationType]:
+    """Read the scenario's `evaluation` (default category_match on `category`) and check it."""
+    raw = meta.get("evaluation") or {}
+    if not isinstance(raw, dict):
+        raise BenchmarkError(
+            path,
+            "'evaluation' must be a mapping with a 'type'",
+            fix="write e.g. 'evaluation:' then an indented 'type: category_match' line",
+        )
+    kind = raw.get("type", DEFAULT_TYPE)
+    names = types.names()
+    if kind not in names:
+        raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(names)}")
+    evaluation_type = types.get(kind)
+    schema = response_format["json_schema"]["schema"]
+    spec = evaluation_type.check_spec(RawEvaluation(kind, raw, meta, schema), path)
+    return spec, evaluation_type
