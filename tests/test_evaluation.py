@@ -1,4 +1,4 @@
-"""Reading a model's answer (answers.py) and deciding pass/fail for a scenario (evaluation.py)."""
+"""Reading a model's answer (answers.py) and deciding pass/fail for a scenario (the built-in evaluators)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,23 @@ from typing import Any
 
 import pytest
 
+from pytest_helmbench.evaluation import pipeline
 from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_content, schema_violations
-from pytest_helmbench.evaluation.evaluators import Evaluation, evaluate
+from pytest_helmbench.evaluation.base import Evaluation, Judge
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
 from pytest_helmbench.providers.http import ChatResponse
 from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria, Scenario
 from tests.benchfiles import CRITERIA, SCENARIO, STRICT_SCHEMA, write_benchmark, write_scenario
 
 SCHEMA = STRICT_SCHEMA["json_schema"]["schema"]
+REGISTRY = builtin_registry()
+
+
+def evaluate(scenario: Scenario, prompt: str, response: ChatResponse, judge: Judge | None) -> Evaluation:
+    """The pipeline with the scenario's own built-in evaluator, as the executor runs it."""
+    return pipeline.evaluate(REGISTRY.get(scenario.evaluation.type), scenario, prompt, response, judge)
+
 
 LIST_SCHEMA: dict[str, Any] = {
     "type": "json_schema",
@@ -80,7 +89,7 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scenario]:
     write_scenario(root, "P1-B1-S3", frontmatter_md=REFUSAL_PASS_MD)
     write_scenario(root, "P1-B2-S1", frontmatter_md=SQE_MD, criteria=CRITERIA)
     write_scenario(root, "P1-B2-S2", frontmatter_md=SQE_MD, criteria=MULTI_CRITERIA)
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=REGISTRY)
     names = {
         "P1-B1-S1": "category",
         "P1-B1-S2": "list",

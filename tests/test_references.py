@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_helmbench.evaluation.evaluators import evaluate
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
+from pytest_helmbench.evaluation.pipeline import evaluate
 from pytest_helmbench.providers.http import ChatResponse
 from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria
 
 ROOT = Path(__file__).resolve().parent.parent / "benchmark"
-LOADER = BenchmarkLoader(ROOT)
+REGISTRY = builtin_registry()
+LOADER = BenchmarkLoader(ROOT, evaluation_types=REGISTRY)
 FOLDERS = LOADER.scenario_dirs()
 
 
@@ -44,7 +46,10 @@ def test_reference_answer(folder: Path, kind: str, should_pass: bool):
     scenario = LOADER.load_scenario(folder)
     references = yaml.safe_load((folder / "references.yml").read_text(encoding="utf-8"))
     reference = references[kind]
-    judge = scripted_judge(reference["verdict"]) if scenario.evaluation.type == "sqe" else None
-    result = evaluate(scenario, "prompt", response(json.dumps(reference["answer"])), judge)
+    judge = (
+        scripted_judge(reference["verdict"]) if REGISTRY.get(scenario.evaluation.type).needs_judge else None
+    )
+    evaluator = REGISTRY.get(scenario.evaluation.type)
+    result = evaluate(evaluator, scenario, "prompt", response(json.dumps(reference["answer"])), judge)
     assert not result.details.get("schema_errors"), result.reason
     assert result.passed is should_pass, f"{folder.name} {kind}: {result.reason}"

@@ -113,7 +113,8 @@ def test_judge_prompt_carries_rubric_prompt_and_answer_without_frontmatter(multi
     text = judge_prompt(multi, PROMPT, ANSWER)
     assert (
         multi.text
-        == "Intro line before the checks.\n\n<checks>\n- EMPATHY if the answer acknowledges the feeling.\n- DISMISSIVE if it minimises it.\n</checks>"
+        == "Intro line before the checks.\n\n<checks>\n- EMPATHY if the answer acknowledges the feeling.\n"
+        "- DISMISSIVE if it minimises it.\n</checks>"
     )
     assert f"<rubric>\n{multi.text}\n</rubric>" in text
     assert f"<prompt>\n{PROMPT}\n</prompt>" in text
@@ -288,7 +289,8 @@ def test_run_judge_multi_fail_end_to_end(server: FakeOpenRouter, send: Any, mult
     [
         (
             Reply.error(503),
-            r"judge could not be reached: HTTP 503: Service Unavailable: no available provider \(gave up after 2 attempts\)",
+            r"judge could not be reached: HTTP 503: Service Unavailable: no available provider "
+            r"\(gave up after 2 attempts\)",
         ),
         (
             Reply.drop(),
@@ -296,7 +298,8 @@ def test_run_judge_multi_fail_end_to_end(server: FakeOpenRouter, send: Any, mult
         ),
         (
             Reply.error_in_200("oops"),
-            r"judge could not be reached: provider error inside a 200 response: oops \(gave up after 2 attempts\)",
+            r"judge could not be reached: provider error inside a 200 response: oops "
+            r"\(gave up after 2 attempts\)",
         ),
     ],
     ids=["503", "drop", "error-in-200"],
@@ -365,7 +368,8 @@ def test_truncated_judge_raises_judge_error(server: FakeOpenRouter, send: Any, s
     with pytest.raises(JudgeError) as info:
         run_judge(send, single, PROMPT, ANSWER)
     assert info.value.reason == (
-        "judge's answer was truncated at max_tokens (800 completion tokens, finish_reason: length): raise the marking model's max_tokens"
+        "judge's answer was truncated at max_tokens (800 completion tokens, finish_reason: length): "
+        "raise the marking model's max_tokens"
     )
 
 
