@@ -1,53 +1,38 @@
-"""The `helmbench` command: thin layers over the same code and defaults as the pytest plugin."""
+"""The `helmbench` command: thin layers over the same code and defaults as the pytest plugin.
+
+The benchmark commands live here; those on the results database in cli_results.py."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 import typer
-from sqlmodel import Session, select
 
+from . import cli_results
+from .cli_results import fail
 from .errors import HelmbenchError
-from .storage.recorder import StorageError, make_engine, safe_url, upgrade
-from .storage.tables import LLM, EvaluationRun
+from .evaluation.builtin import builtin_registry
 from .suite.cases import Case, expand, parse_selectors
 from .suite.loader import BenchmarkLoader, Scenario
 from .suite.prompt import compose
-
-if TYPE_CHECKING:
-    import sqlalchemy.engine
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
     no_args_is_help=True,
     add_completion=False,
 )
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
 
 RootOption = typer.Option(Path("benchmark"), "--root", help="benchmark root folder")
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-def default_db() -> str:
-    """Same default as the plugin: $HELMBENCH_DB, else helmbench.db in the current folder (the rootdir)."""
-    return os.environ.get("HELMBENCH_DB") or f"sqlite:///{Path.cwd() / 'helmbench.db'}"
-
-
-def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def load_all(root: Path) -> tuple[list[Scenario], list[str]]:
     """Every scenario that loads, plus one message per scenario that does not."""
     if not (root / "scenarios").is_dir():
         fail(f"{root}: no scenarios/ folder here (use --root)")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     scenarios, problems = [], []
     for folder in loader.scenario_dirs():
         try:
@@ -102,7 +87,7 @@ def find_case(root: Path, code: str) -> Case:
     parts = code.strip().split("-")
     if len(parts) not in (5, 6):
         fail(f"{code!r} is not a full case code like P1-B1-S1-C1-PT1 or P1-B1-S1-C1-U1-PT1")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     folder = root / "scenarios" / "-".join(parts[:3])
     if not folder.is_dir():
         fail(f"no scenario folder {folder}")
@@ -211,158 +196,13 @@ def estimate(
     ),
     root: Path = RootOption,
 ) -> None:
-    """Print expected tokens and USD for the selected cases (pytest selection arguments pass through); nothing is sent."""
+    """Print expected tokens and USD for the selected cases; nothing is sent.
+
+    pytest selection arguments pass through."""
     run_pytest([str(root), "--helmbench-estimate", "-q", *model_args(models)], ctx.args)
 
 
-@app.command()
-def costs(
-    run_id: int | None = typer.Option(None, "--run-id", help="only this run"),
-    model: str | None = typer.Option(None, "--model", help="only this model"),
-    db: str = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)"),
-) -> None:
-    """Print tokens and USD per run (model calls and judge calls apart) and the total."""
-    url = db or default_db()
-    try:
-        upgrade(url)
-        engine = make_engine(url)
-    except StorageError as exc:
-        fail(str(exc))
-    with Session(engine) as session:
-        query = select(EvaluationRun, LLM).where(EvaluationRun.llm_id == LLM.id).order_by(EvaluationRun.id)
-        if run_id is not None:
-            query = query.where(EvaluationRun.id == run_id)
-        if model:
-            query = query.where(LLM.model_id == model)
-        found = session.exec(query).all()
-    if not found:
-        typer.echo(f"no runs in {safe_url(url)}" + (" matching the filter" if run_id or model else ""))
-        return
-    header = f"{'run':>5}  {'model':<32} {'status':<11} {'pass':>5} {'fail':>5} {'err':>5} {'prompt tok':>11} {'compl tok':>10} {'model $':>10} {'judge $':>9} {'total $':>10}"
-    typer.echo(header)
-    grand = 0.0
-    for run, llm in found:
-        total = run.cost_usd + run.judge_cost_usd
-        grand += total
-        typer.echo(
-            f"{run.id:>5}  {llm.model_id[:32]:<32} {run.status:<11} {run.passed_tests:>5} {run.failed_tests:>5} {run.error_tests:>5} "
-            f"{run.prompt_tokens:>11} {run.completion_tokens:>10} {run.cost_usd:>10.4f} {run.judge_cost_usd:>9.4f} {total:>10.4f}"
-        )
-    typer.echo(f"total: ${grand:.4f} over {len(found)} run(s)")
-
-
-@db_app.command("upgrade")
-def db_upgrade(
-    db: str = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)"),
-) -> None:
-    """Apply every pending Alembic migration."""
-    url = db or default_db()
-    try:
-        upgrade(url)
-    except StorageError as exc:
-        fail(str(exc))
-    typer.echo(f"database {safe_url(url)} is at the latest schema")
-
-
-# --- reports and exports (issue 6) ------------------------------------------------------------
-
-RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
-DbOption = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")
-
-
-def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
-    """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
-    from sqlalchemy.engine import make_url
-
-    url = db or default_db()
-    try:
-        parsed = make_url(url)
-    except Exception:
-        fail(f"--db: {url!r} is not a valid SQLAlchemy URL")
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        if not Path(parsed.database).expanduser().is_file():
-            fail(
-                f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)"
-            )
-    try:
-        upgrade(url)
-        return make_engine(url)
-    except StorageError as exc:
-        fail(str(exc))
-    except ImportError as exc:  # e.g. a postgresql:// URL without its driver installed
-        fail(
-            f"cannot open {safe_url(url)}: its database driver is not installed ({exc.name or exc}); pip install it"
-        )
-
-
-@app.command()
-def report(
-    run_id: list[int] | None = RunIdOption,
-    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
-    db: str | None = DbOption,
-) -> None:
-    """Write one self-contained HTML page comparing models and runs (default: the latest run of each model)."""
-    from .reporting.html_report import render_report, summaries, summary_line
-    from .storage.queries import DatasetError, load_report_data
-
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            data = load_report_data(session, run_id or None, source=safe_url(db or default_db()))
-    except DatasetError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
-    page = render_report(data)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    typer.echo(
-        f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, {len(data.failures)} failures and errors)"
-    )
-    for summary in summaries(data):
-        typer.echo(summary_line(summary))
-
-
-@app.command("export")
-def export_results(
-    fmt: str = typer.Option(..., "--format", help="csv, json (one list) or jsonl (one object per line)"),
-    out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
-    run_id: list[int] | None = RunIdOption,
-    db: str | None = DbOption,
-) -> None:
-    """Write one row per stored Result (default: every run) for pandas and other tools."""
-    import sys
-
-    from .reporting.export import FORMATS, export
-    from .storage.queries import DatasetError, resolve_run_ids
-
-    if fmt not in FORMATS:
-        fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
-            if out == "-":
-                count = export(session, fmt, sys.stdout, ids)  # type: ignore[arg-type]
-                sys.stdout.flush()
-            else:
-                with open(out, "w", encoding="utf-8", newline="") as handle:
-                    count = export(session, fmt, handle, ids)  # type: ignore[arg-type]
-    except DatasetError as exc:
-        fail(str(exc))
-    except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(1)
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
-    typer.echo(
-        f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True
-    )
+cli_results.register(app)
 
 
 def main() -> None:

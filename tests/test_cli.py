@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,96 @@ def test_run_single_and_run_all(project, helm_env):
 def test_bad_database_url_is_one_line(project):
     result = runner.invoke(app, ["costs", "--db", "nosuchdriver://x"])
     assert result.exit_code == 1 and "Traceback" not in result.output and "error:" in result.output
+
+
+def test_costs_never_truncates_a_model_id(project, helm_env):
+    long_id = "vendor/" + "a-very-long-model-name-" * 2 + "x" * 7  # 60 characters
+    assert len(long_id) == 60
+    helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.001))
+    args = ["run-batch", "--scenario", "P1-B1-S1", "--models", f"b/short,{long_id}", "--", "-q"]
+    assert runner.invoke(app, [*args, "-p", "no:cacheprovider"]).exit_code == 0
+    lines = runner.invoke(app, ["costs"]).stdout.splitlines()
+    assert lines[0].split()[:3] == ["run", "model", "status"]
+    rows = {line.split()[1]: line for line in lines[1:3]}
+    assert set(rows) == {"b/short", long_id}
+    status_at = {line.index("status") if "status" in line else line.index("completed") for line in lines[:3]}
+    assert len(status_at) == 1, "\n".join(lines[:3])  # one column for every row, header included
+    assert lines[-1] == "total: $0.0160 over 2 run(s)"
+
+
+def test_costs_never_creates_a_database(project):
+    result = runner.invoke(app, ["costs"])
+    assert result.exit_code == 1 and result.output.startswith("error: no database at")
+    assert len(result.output.splitlines()) == 1 and not (project / "helmbench.db").exists()
+
+
+def add_cache_entries(url: str, entries: list[tuple[str, str, timedelta]]) -> None:
+    """Entries (key, model, age) written as the recorder writes them."""
+    from sqlmodel import Session
+
+    from pytest_helmbench.storage.engine import make_engine
+    from pytest_helmbench.storage.tables import CachedResponse
+
+    engine = make_engine(url)
+    now = datetime.now(UTC)
+    with Session(engine) as session:
+        for key, model, age in entries:
+            session.add(CachedResponse(key=key, model_id=model, raw_response="{}", created_at=now - age))
+        session.commit()
+    engine.dispose()
+
+
+def cache_keys(project: Path) -> list[str]:
+    with sqlite3.connect(project / "helmbench.db") as conn:
+        return sorted(key for (key,) in conn.execute("select key from cachedresponse"))
+
+
+def test_cache_prune_by_age_and_model(project):
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    day = timedelta(days=1)
+    add_cache_entries(
+        f"sqlite:///{project / 'helmbench.db'}",
+        [
+            ("a-old", "a/m", 40 * day),
+            ("a-new", "a/m", day),
+            ("b-old", "b/m", 40 * day),
+            ("b-new", "b/m", day),
+        ],
+    )
+    by_age = runner.invoke(app, ["cache", "prune", "--older-than", "30d", "--model", "a/m"])
+    assert by_age.exit_code == 0 and by_age.stdout.startswith("removed 1 response-cache entry (older than")
+    assert cache_keys(project) == ["a-new", "b-new", "b-old"]
+    older = runner.invoke(app, ["cache", "prune", "--older-than", "2d"])
+    assert older.exit_code == 0 and older.stdout.startswith("removed 1 response-cache entry")
+    assert cache_keys(project) == ["a-new", "b-new"]
+    assert runner.invoke(app, ["cache", "prune", "--older-than", "2d"]).stdout.startswith("removed 0 ")
+    everything = runner.invoke(app, ["cache", "prune"])
+    assert everything.stdout.startswith("removed 2 response-cache entries from sqlite:///")
+    assert cache_keys(project) == []
+
+
+def test_cache_prune_by_model_keeps_other_models(project):
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    add_cache_entries(
+        f"sqlite:///{project / 'helmbench.db'}",
+        [("a1", "a/m", timedelta(0)), ("a2", "a/m", timedelta(days=90)), ("b1", "b/m", timedelta(0))],
+    )
+    result = runner.invoke(app, ["cache", "prune", "--model", "a/m"])
+    assert (
+        result.exit_code == 0 and "removed 2 response-cache entries (of a/m) from sqlite:///" in result.stdout
+    )
+    assert cache_keys(project) == ["b1"]
+
+
+@pytest.mark.parametrize("age", ["soon", "0", "-3d", "d"])
+def test_cache_prune_rejects_a_bad_age(project, age):
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    result = runner.invoke(app, ["cache", "prune", f"--older-than={age}"])
+    assert result.exit_code == 1 and result.output.startswith("error: --older-than:")
+    assert "Traceback" not in result.output
+
+
+def test_cache_prune_never_creates_a_database(project):
+    result = runner.invoke(app, ["cache", "prune", "--older-than", "30d"])
+    assert result.exit_code == 1 and result.output.startswith("error: no database at")
+    assert len(result.output.splitlines()) == 1 and not (project / "helmbench.db").exists()

@@ -1,0 +1,239 @@
+"""The `helmbench` commands on the results database: costs, report, export, cache prune, db upgrade.
+
+All but `db upgrade` open an existing database only (a missing SQLite file is a one-line error, never a
+new file), so a typo in --db or a command run in the wrong folder leaves no empty database behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from sqlmodel import Session, select
+
+from .config import parse_ttl
+from .storage.recorder import StorageError, make_engine, safe_url, upgrade
+from .storage.tables import LLM, EvaluationRun
+
+if TYPE_CHECKING:
+    import sqlalchemy.engine
+
+RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
+DbOption = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")
+
+
+def default_db() -> str:
+    """Same default as the plugin: $HELMBENCH_DB, else helmbench.db in the current folder (the rootdir)."""
+    return os.environ.get("HELMBENCH_DB") or f"sqlite:///{Path.cwd() / 'helmbench.db'}"
+
+
+def fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def db_upgrade(db: str | None = DbOption) -> None:
+    """Apply every pending Alembic migration."""
+    url = db or default_db()
+    try:
+        upgrade(url)
+    except StorageError as exc:
+        fail(str(exc))
+    typer.echo(f"database {safe_url(url)} is at the latest schema")
+
+
+def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
+    """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
+    from sqlalchemy.engine import make_url
+
+    url = db or default_db()
+    try:
+        parsed = make_url(url)
+    except Exception:
+        fail(f"--db: {url!r} is not a valid SQLAlchemy URL")
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).expanduser().is_file():
+            fail(
+                f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)"
+            )
+    try:
+        upgrade(url)
+        return make_engine(url)
+    except StorageError as exc:
+        fail(str(exc))
+    except ImportError as exc:  # e.g. a postgresql:// URL without its driver installed
+        fail(
+            f"cannot open {safe_url(url)}: its database driver is not installed "
+            f"({exc.name or exc}); pip install it"
+        )
+
+
+COST_COLUMNS = (  # (heading, width) after the run id and the model, whose width is its longest id
+    ("status", -11),
+    ("pass", 5),
+    ("fail", 5),
+    ("err", 5),
+    ("prompt tok", 11),
+    ("compl tok", 10),
+    ("model $", 10),
+    ("judge $", 9),
+    ("total $", 10),
+)
+
+
+def costs_lines(found: list[tuple[EvaluationRun, LLM]]) -> list[str]:
+    """The costs table, header first: the model column is as wide as the longest model id (never cut)."""
+    width = max([len("model"), *(len(llm.model_id) for _, llm in found)])
+    header = [f"{'run':>5}", f"{'model':<{width}}"]
+    header += [f"{name:<{-size}}" if size < 0 else f"{name:>{size}}" for name, size in COST_COLUMNS]
+    lines = ["  ".join(header[:2]) + " " + " ".join(header[2:])]
+    for run, llm in found:
+        total = run.cost_usd + run.judge_cost_usd
+        counts = f"{run.passed_tests:>5} {run.failed_tests:>5} {run.error_tests:>5}"
+        tokens = f"{run.prompt_tokens:>11} {run.completion_tokens:>10}"
+        usd = f"{run.cost_usd:>10.4f} {run.judge_cost_usd:>9.4f} {total:>10.4f}"
+        lines.append(f"{run.id:>5}  {llm.model_id:<{width}} {run.status:<11} {counts} {tokens} {usd}")
+    return lines
+
+
+def costs(
+    run_id: int | None = typer.Option(None, "--run-id", help="only this run"),
+    model: str | None = typer.Option(None, "--model", help="only this model"),
+    db: str | None = DbOption,
+) -> None:
+    """Print tokens and USD per run (model calls and judge calls apart) and the total."""
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            query = (
+                select(EvaluationRun, LLM).where(EvaluationRun.llm_id == LLM.id).order_by(EvaluationRun.id)
+            )
+            if run_id is not None:
+                query = query.where(EvaluationRun.id == run_id)
+            if model:
+                query = query.where(LLM.model_id == model)
+            found = list(session.exec(query).all())
+    finally:
+        engine.dispose()
+    if not found:
+        filtered = " matching the filter" if run_id or model else ""
+        typer.echo(f"no runs in {safe_url(db or default_db())}{filtered}")
+        return
+    for line in costs_lines(found):
+        typer.echo(line)
+    grand = sum(run.cost_usd + run.judge_cost_usd for run, _ in found)
+    typer.echo(f"total: ${grand:.4f} over {len(found)} run(s)")
+
+
+def cache_prune(
+    older_than: str | None = typer.Option(
+        None, "--older-than", help="only entries written longer ago than this: 30d, 12h, 45m or 90s"
+    ),
+    model: str | None = typer.Option(None, "--model", help="only this model's entries (judge calls too)"),
+    db: str | None = DbOption,
+) -> None:
+    """Delete response-cache entries (older than an age and/or of one model; neither: all of them)."""
+    from .storage.cache import prune
+
+    try:
+        seconds = parse_ttl(older_than)
+    except ValueError:
+        fail(f"--older-than: {older_than!r} is not a positive duration like 30d, 12h, 45m or 90s")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            removed = prune(session, older_than_seconds=seconds, model_id=model)
+    finally:
+        engine.dispose()
+    scope = [f"older than {older_than}"] if seconds is not None else []
+    scope += [f"of {model}"] if model else []
+    typer.echo(
+        f"removed {removed} response-cache entr{'y' if removed == 1 else 'ies'}"
+        + (f" ({', '.join(scope)})" if scope else "")
+        + f" from {safe_url(db or default_db())}"
+    )
+
+
+def report(
+    run_id: list[int] | None = RunIdOption,
+    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
+    db: str | None = DbOption,
+) -> None:
+    """Write one self-contained HTML page comparing models and runs.
+
+    By default the latest run of each model."""
+    from .reporting.html_report import render_report, summaries, summary_line
+    from .storage.queries import DatasetError, load_report_data
+
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            data = load_report_data(session, run_id or None, source=safe_url(db or default_db()))
+    except DatasetError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    page = render_report(data)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    typer.echo(
+        f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, "
+        f"{len(data.failures)} failures and errors)"
+    )
+    for summary in summaries(data):
+        typer.echo(summary_line(summary))
+
+
+def export_results(
+    fmt: str = typer.Option(..., "--format", help="csv, json (one list) or jsonl (one object per line)"),
+    out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
+    run_id: list[int] | None = RunIdOption,
+    db: str | None = DbOption,
+) -> None:
+    """Write one row per stored Result (default: every run) for pandas and other tools."""
+    import sys
+
+    from .reporting.export import FORMATS, export
+    from .storage.queries import DatasetError, resolve_run_ids
+
+    if fmt not in FORMATS:
+        fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+            if out == "-":
+                count = export(session, fmt, sys.stdout, ids)  # type: ignore[arg-type]
+                sys.stdout.flush()
+            else:
+                with open(out, "w", encoding="utf-8", newline="") as handle:
+                    count = export(session, fmt, handle, ids)  # type: ignore[arg-type]
+    except DatasetError as exc:
+        fail(str(exc))
+    except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the `helmbench` application (in the order `--help` lists them)."""
+    app.command()(costs)
+    app.command()(report)
+    app.command("export")(export_results)
+    db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+    db_app.command("upgrade")(db_upgrade)
+    app.add_typer(db_app, name="db")
+    cache_app = typer.Typer(help="Response cache maintenance.", no_args_is_help=True)
+    cache_app.command("prune")(cache_prune)
+    app.add_typer(cache_app, name="cache")
