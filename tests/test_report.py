@@ -7,6 +7,7 @@ benchmark whose titles) carry script and onerror payloads.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -24,7 +25,8 @@ from typer.testing import CliRunner
 
 from pytest_helmbench import cli
 from pytest_helmbench.reporting.analytics import score
-from pytest_helmbench.reporting.html_report import json_for_script, render_report
+from pytest_helmbench.reporting.html_report import render_report
+from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.queries import (
     DatasetError,
     ReportData,
@@ -35,7 +37,6 @@ from pytest_helmbench.storage.queries import (
     load_runs,
     resolve_run_ids,
 )
-from pytest_helmbench.storage.recorder import make_engine
 from tests.benchfiles import SCENARIO, write, write_benchmark, write_scenario
 from tests.openrouter_server import FakeOpenRouter, Reply
 
@@ -181,8 +182,17 @@ def chromium() -> str:
     return chromium_binary()
 
 
-def dump_dom(browser: str, page: Path, profile: Path) -> str:
-    """The DOM after the page's scripts ran (no network: file URL, CSP, background networking off)."""
+def dump_dom(browser: str, page: Path, profile: Path, *, script: bool = True) -> str:
+    """The DOM after the page's scripts ran (no network: file URL, CSP, background networking off).
+
+    ``script=False`` disables JavaScript through the profile's content setting: this Chromium's
+    headless mode prints nothing with ``--blink-settings=scriptEnabled=false`` and ignores
+    ``--disable-javascript``.
+    """
+    if not script:
+        (profile / "Default").mkdir(parents=True, exist_ok=True)
+        settings = {"profile": {"default_content_setting_values": {"javascript": 2}}}
+        (profile / "Default" / "Preferences").write_text(json.dumps(settings), encoding="utf-8")
     command = [
         browser,
         "--headless",
@@ -230,6 +240,7 @@ class Dom(HTMLParser):
         self.stack: list[tuple[str, str]] = []
         self.title = ""
         self._in_title = False
+        self.texts: list[tuple[str, tuple[str, ...]]] = []  # SVG <text> contents with ancestor ids
         self.feed(text)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -252,6 +263,11 @@ class Dom(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
+        if self.stack and self.stack[-1][0] == "text":
+            self.texts.append((data, tuple(i for _, i in self.stack if i)))
+
+    def text_in(self, inside: str) -> list[str]:
+        return [t for t, ids in self.texts if inside in ids]
 
     def stack_has(self, tag: str) -> bool:
         return any(t == tag for t, _ in self.stack)
@@ -360,7 +376,8 @@ def test_default_selection_is_the_latest_run_of_each_model(recorded, pytester):
     first = dict(
         sql(
             recorded,
-            "select l.model_id, min(r.id) from evaluationrun r join llm l on l.id = r.llm_id group by l.model_id",
+            "select l.model_id, min(r.id) from evaluationrun r join llm l on l.id = r.llm_id "
+            "group by l.model_id",
         )
     )
     with session_for(recorded) as session:
@@ -375,7 +392,7 @@ def test_default_selection_is_the_latest_run_of_each_model(recorded, pytester):
 
 
 def test_empty_database_is_a_clear_error(tmp_path):
-    from pytest_helmbench.storage.recorder import upgrade
+    from pytest_helmbench.storage.engine import upgrade
 
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     upgrade(url)
@@ -392,8 +409,8 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
     with session_for(recorded) as session:
         data = load_report_data(session, source="test.db")
     page = render_report(data)
-    # Static guarantees: exactly our two script elements, no markup from stored text, nothing to fetch.
-    assert page.lower().count("<script") == 2
+    # Static guarantees: exactly our one script element, no markup from stored text, nothing to fetch.
+    assert page.lower().count("<script") == 1
     assert (
         SCRIPT_PAYLOAD not in page
         and IMG_PAYLOAD not in page
@@ -406,8 +423,6 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
         and 'src="http' not in page
         and "@import" not in page
     )
-    island = page.split('id="helmbench-data">', 1)[1].split("</script>", 1)[0]
-    assert "<" not in island and "\\u003c/script\\u003e" in island
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
 
@@ -416,8 +431,8 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
     assert dom.title == "HELMBench report"
     assert_not_pwned(dom)
     root = dom.find("html")[0]
-    assert root.get("data-charts") == "drawn", (
-        f"the chart script did not run cleanly: {root.get('data-charts')}"
+    assert root.get("data-script") == "ready", (
+        f"the page's script did not run cleanly: {root.get('data-script')}"
     )
     cells = dom.find("rect", "cell", inside="heatmap")
     assert sorted((c["data-model"], c["data-behaviour"]) for c in cells) == sorted(
@@ -440,7 +455,7 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
         (GOOD_MODEL, "user_context", "U1"),
     }
     assert len(dom.find("line", "ci", inside="attribution")) == len(effects)
-    assert len(dom.find("circle", "point", inside="passrate")) == 2
+    assert len(dom.find("circle", "point", inside="scores")) == 2
     assert {g["data-run"] for g in dom.find("g", "cost", inside="cost")} == {"1", "2"}
     failures = dom.find("details", "failure")
     assert len(failures) == 20 and {f["data-status"] for f in failures} == {"failed", "error"}
@@ -452,6 +467,41 @@ def test_report_draws_every_chart_and_never_runs_model_text(recorded, chromium, 
     assert gates == {"failed", "passed"}
 
 
+def test_one_model_report_shows_its_charts_with_script_disabled(recorded, chromium, tmp_path):
+    """Charts are inline SVG drawn in Python: a mail client, a CI artifact viewer or a printout shows them."""
+    good_run = sql(
+        recorded,
+        "select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = 'good/model'",
+    )[0][0]
+    with session_for(recorded) as session:
+        data = load_report_data(session, [good_run])
+    path = tmp_path / "one.html"
+    path.write_text(render_report(data), encoding="utf-8")
+
+    dom = Dom(dump_dom(chromium, path, tmp_path / "profile", script=False))
+    assert "data-script" not in dom.find("html")[0], "the page's script ran: JavaScript was not disabled"
+    assert_not_pwned(dom)
+    for chart in ("scores", "heatmap", "conditions", "attribution", "cost"):
+        svgs = dom.find("svg", inside=chart)
+        assert len(svgs) == 1 and svgs[0]["role"] == "img" and svgs[0]["aria-label"], chart
+    good = [r for r in data.results if r.model == GOOD_MODEL]
+    overall = score(good)
+    assert GOOD_MODEL in dom.text_in("scores")
+    assert any(t.startswith(f"score {overall.score:.1f} \u00b7 pass 75.0%") for t in dom.text_in("scores"))
+    assert len(dom.find("circle", "point", inside="scores")) == 1
+    heatmap = dom.text_in("heatmap")
+    assert {GOOD_MODEL, "P1-B1", "P1-B2"} <= set(heatmap)
+    for behaviour in ("P1-B1", "P1-B2"):
+        assert f"{score(r for r in good if r.behaviour == behaviour).score:.1f}" in heatmap
+    conditions = dom.text_in("conditions")
+    assert {GOOD_MODEL, "C1", "C2"} <= set(conditions)
+    for condition in ("C1", "C2"):
+        assert f"{score(r for r in good if r.condition == condition).score:.0f}" in conditions
+    bars = dom.find("rect", "bar", inside="conditions")
+    assert sorted(b["data-condition"] for b in bars) == ["C1", "C2"]
+    assert {"Condition", "User context", "Perturbation style"} <= set(dom.text_in("attribution"))
+
+
 def test_report_numbers_gates_and_repeats(recorded):
     with (
         closing(sqlite3.connect(recorded)) as conn,
@@ -461,8 +511,9 @@ def test_report_numbers_gates_and_repeats(recorded):
             c[1] for c in conn.execute("pragma table_info(result)") if c[1] not in ("id", "repeat_index")
         ]
         conn.execute(
-            f"insert into result ({', '.join(columns)}, repeat_index) select {', '.join(columns)}, 1 from result "
-            "where run_id = (select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = ?)",
+            f"insert into result ({', '.join(columns)}, repeat_index) "
+            f"select {', '.join(columns)}, 1 from result where run_id = "
+            "(select r.id from evaluationrun r join llm l on l.id = r.llm_id where l.model_id = ?)",
             (GOOD_MODEL,),
         )
         conn.execute(
@@ -475,7 +526,7 @@ def test_report_numbers_gates_and_repeats(recorded):
     assert '<tr data-gate="failed"><th scope="row">evil/model</th>' in page
     assert 'href="#failure-' in page  # a failed critical case links to its drill-down
     assert "71.9%" in page  # good/model: 23 of 32 attempts passed
-    from pytest_helmbench.reporting.html_report import summaries, summary_line
+    from pytest_helmbench.reporting.series import summaries, summary_line
 
     lines = {s.model: summary_line(s) for s in summaries(data)}
     assert (
@@ -489,7 +540,7 @@ def test_report_numbers_gates_and_repeats(recorded):
 
 
 def test_report_of_runs_with_nothing_scored_still_draws(chromium, tmp_path):
-    """A run without results and a model whose every case errored: charts draw their empty states."""
+    """A run without results and a model whose every case errored: charts show their empty states."""
     from datetime import datetime
 
     from pytest_helmbench.reporting.analytics import CaseResult
@@ -525,17 +576,9 @@ def test_report_of_runs_with_nothing_scored_still_draws(chromium, tmp_path):
     path = tmp_path / "empty.html"
     path.write_text(page, encoding="utf-8")
     dom = Dom(dump_dom(chromium, path, tmp_path / "profile"))
-    assert dom.find("html")[0].get("data-charts") == "drawn"
+    assert dom.find("html")[0].get("data-script") == "ready"
     cells = dom.find("rect", "cell", inside="heatmap")
     assert [(c["data-model"], c["data-score"]) for c in cells] == [("a/empty", ""), ("b/errors", "")]
-
-
-def test_json_island_escaping():
-    text = json_for_script({"t": "</script><!-- & \u2028 <img>"})
-    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
-    import json
-
-    assert json.loads(text) == {"t": "</script><!-- & \u2028 <img>"}
 
 
 def test_report_with_twenty_thousand_results_is_fast(recorded):
@@ -546,8 +589,10 @@ def test_report_with_twenty_thousand_results_is_fast(recorded):
         ]
         listed = ", ".join(columns)
         conn.execute(
-            f"with recursive n(k) as (select 1 union all select k + 1 from n where k < 624) "  # 32 x 625 = 20,000
-            f"insert into result ({listed}, repeat_index) select {listed}, n.k from result, n where repeat_index = 0"
+            # 32 x 625 = 20,000
+            "with recursive n(k) as (select 1 union all select k + 1 from n where k < 624) "
+            f"insert into result ({listed}, repeat_index) "
+            f"select {listed}, n.k from result, n where repeat_index = 0"
         )
 
     assert sql(recorded, "select count(*) from result")[0][0] == 20_000
@@ -640,7 +685,7 @@ def test_report_command_bad_input(recorded, monkeypatch, args, message):
 
 
 def test_report_command_on_an_empty_database(tmp_path, monkeypatch):
-    from pytest_helmbench.storage.recorder import upgrade
+    from pytest_helmbench.storage.engine import upgrade
 
     monkeypatch.chdir(tmp_path)
     upgrade(f"sqlite:///{tmp_path / 'helmbench.db'}")

@@ -1,0 +1,117 @@
+"""The rows a report compares: one per model, or one per run when a model has several selected runs.
+
+Each row's headline numbers (score, pass rate, pass^k, critical gate, cost) are worked out once
+here, for the HTML page and for the one line per model `helmbench report` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..codes import code_sort_key
+from ..execution.outcome import CaseResult
+from ..storage.queries import ReportData, RunInfo
+from .analytics import GateResult, RepeatStats, ScoreSummary, gate, repeat_stats, score
+
+
+@dataclass(frozen=True)
+class Series:
+    """One row of the comparison: a model, or one run of it when several runs of a model are shown."""
+
+    label: str
+    model: str
+    runs: tuple[RunInfo, ...]
+    results: tuple[CaseResult, ...]
+
+    @property
+    def run_ids(self) -> tuple[int, ...]:
+        return tuple(run.id for run in self.runs)
+
+
+@dataclass(frozen=True)
+class SeriesSummary:
+    """Headline numbers of one series: score, pass rate, pass^k, critical gate and cost."""
+
+    label: str
+    model: str
+    run_ids: tuple[int, ...]
+    score: ScoreSummary
+    repeats: RepeatStats
+    gate: GateResult
+    cost_usd: float
+    judge_cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def has_repeats(self) -> bool:
+        return self.repeats.k_max > 1
+
+
+def build_series(data: ReportData) -> list[Series]:
+    """Per model; per run instead when some model has several selected runs (so runs are compared)."""
+    by_model: dict[str, list[RunInfo]] = {}
+    for run in data.runs:
+        by_model.setdefault(run.model, []).append(run)
+    per_run = any(len(runs) > 1 for runs in by_model.values())
+    results_by_run: dict[int | None, list[CaseResult]] = {}
+    for result in data.results:
+        results_by_run.setdefault(result.run_id, []).append(result)
+    series = []
+    for model in sorted(by_model, key=code_sort_key):
+        runs = sorted(by_model[model], key=lambda r: r.id)
+        groups = [[run] for run in runs] if per_run else [runs]
+        for group in groups:
+            label = f"{model} (run {group[0].id})" if per_run else model
+            results = tuple(r for run in group for r in results_by_run.get(run.id, []))
+            series.append(Series(label, model, tuple(group), results))
+    return series
+
+
+def summarise(series: Series) -> SeriesSummary:
+    gates = gate(series.results)
+    return SeriesSummary(
+        label=series.label,
+        model=series.model,
+        run_ids=series.run_ids,
+        score=score(series.results),
+        repeats=repeat_stats(series.results),
+        gate=gates.get(series.model, GateResult(series.model, "passed", (), (), 0)),
+        cost_usd=sum(r.cost_usd for r in series.runs),
+        judge_cost_usd=sum(r.judge_cost_usd for r in series.runs),
+        prompt_tokens=sum(r.prompt_tokens for r in series.runs),
+        completion_tokens=sum(r.completion_tokens for r in series.runs),
+    )
+
+
+def summaries(data: ReportData) -> list[SeriesSummary]:
+    return [summarise(s) for s in build_series(data)]
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def score_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def summary_line(s: SeriesSummary) -> str:
+    """One line per model for the command line."""
+    sc = s.score
+    parts = [
+        f"{s.label}: score {score_text(sc.score)}",
+        f"pass rate {pct(sc.pass_rate)} (95% CI {100 * sc.wilson_low:.1f}-{100 * sc.wilson_high:.1f}%)",
+        f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
+        + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
+    ]
+    if s.has_repeats:
+        parts.append(f"pass^{s.repeats.k_max} {pct(s.repeats.pass_k)}")
+    g = s.gate
+    gate_text = f"critical gate {g.status}"
+    if g.failed_cases:
+        gate_text += f" ({', '.join(g.failed_cases)})"
+    elif g.incomplete_cases:
+        gate_text += f" ({', '.join(g.incomplete_cases)})"
+    parts += [gate_text, f"cost ${s.cost_usd + s.judge_cost_usd:.4f}"]
+    return " | ".join(parts)

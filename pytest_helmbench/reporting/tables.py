@@ -1,0 +1,275 @@
+"""The report's tables and its failure drill-down, as HTML with every stored text escaped.
+
+Numbers are also drawn in the charts; the tables are what a screen reader, a copy-paste and a
+search read. Every piece of model or benchmark text goes through :func:`e` (``html.escape``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ..status import Status
+from ..storage.queries import FailureRow, RunInfo
+from .analytics import GateResult
+from .charts import Matrix
+from .series import Series, SeriesSummary, pct, score_text
+
+
+def e(value: Any) -> str:
+    """Escape any text for HTML content and attribute values."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _json_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _money(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def summary_table(sums: list[SeriesSummary]) -> str:
+    """Headline numbers per series."""
+    any_repeats = any(s.has_repeats for s in sums)
+    head = (
+        ["Model", "Runs", "Score", "Pass rate (95% Wilson)"]
+        + (["pass^k"] if any_repeats else [])
+        + ["Passed", "Failed", "Errors", "Skipped", "Critical gate", "Cost (model + judge)"]
+    )
+    rows = []
+    for index, s in enumerate(sums):
+        sc, rep = s.score, s.repeats
+        cells = [
+            f'<th scope="row">{e(s.label)}</th>',
+            f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
+            f'<td class="num score">{e(score_text(sc.score))}</td>',
+            f'<td class="num">{e(pct(sc.pass_rate))} {_interval(sc.wilson_low, sc.wilson_high)}</td>',
+        ]
+        if any_repeats:
+            interval = f"[{100 * rep.pass_k_wilson_low:.1f}&ndash;{100 * rep.pass_k_wilson_high:.1f}%]"
+            text = (
+                f'{pct(rep.pass_k)} <span class="ci">(k={rep.k_max}; {interval})</span>'
+                if s.has_repeats
+                else "&ndash;"
+            )
+            cells.append(f'<td class="num passk">{text}</td>')
+        cells += [f'<td class="num">{n}</td>' for n in (sc.n_passed, sc.n_failed, sc.n_errors, sc.n_skipped)]
+        cells.append(f"<td>{_gate_badge(s.gate)}</td>")
+        parts = f"({e(_money(s.cost_usd))} + {e(_money(s.judge_cost_usd))})"
+        total = e(_money(s.cost_usd + s.judge_cost_usd))
+        cells.append(f'<td class="num">{total} <span class="ci">{parts}</span></td>')
+        rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
+    return _table("summary-table", head, rows)
+
+
+def _interval(low: float, high: float) -> str:
+    return f'<span class="ci">[{100 * low:.1f}&ndash;{100 * high:.1f}%]</span>'
+
+
+def _table(table_id: str, head: list[str], rows: list[str]) -> str:
+    """A table whose columns the page's script can sort (a click on a header)."""
+    header = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
+    body = "\n".join(rows) if rows else f'<tr><td colspan="{len(head)}">nothing to show</td></tr>'
+    return (
+        f'<table id="{table_id}" class="sortable"><thead><tr>{header}</tr></thead>'
+        f"<tbody>\n{body}\n</tbody></table>"
+    )
+
+
+def _gate_badge(g: GateResult) -> str:
+    return f'<span class="badge gate-{e(g.status)}">{e(g.status)}</span>'
+
+
+def _case_links(codes: Iterable[str], label: str, anchors: dict[tuple[str, str], int]) -> str:
+    links = []
+    for code in codes:
+        target = anchors.get((label, code))
+        links.append(
+            f'<a href="#failure-{target}"><code>{e(code)}</code></a>'
+            if target is not None
+            else f"<code>{e(code)}</code>"
+        )
+    return ", ".join(links) if links else "&ndash;"
+
+
+def gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) -> str:
+    """Each series' critical gate, its failed and incomplete cases linked to their drill-down."""
+    rows = [
+        f'<tr data-gate="{e(s.gate.status)}"><th scope="row">{e(s.label)}</th><td>{_gate_badge(s.gate)}</td>'
+        f'<td class="num">{s.gate.n_critical}</td>'
+        f"<td>{_case_links(s.gate.failed_cases, s.label, anchors)}</td>"
+        f"<td>{_case_links(s.gate.incomplete_cases, s.label, anchors)}</td></tr>"
+        for s in sums
+    ]
+    return _table(
+        "gates-table",
+        ["Model", "Gate", "Critical attempts", "Failed critical cases", "Errored or skipped critical cases"],
+        rows,
+    )
+
+
+def behaviour_table(behaviours: Matrix, pillar_names: dict[str, str]) -> str:
+    """The behaviours of the heatmap with their titles and pillars."""
+    rows = []
+    for column in behaviours.columns:
+        pillar = column.code.split("-")[0]
+        rows.append(
+            f'<tr><th scope="row"><code>{e(column.code)}</code></th><td>{e(column.title)}</td>'
+            f"<td>{e(pillar_names.get(pillar, pillar))}</td></tr>"
+        )
+    return _table("behaviour-table", ["Behaviour", "Title", "Pillar"], rows)
+
+
+def stability_table(conditions: Matrix) -> str:
+    """Each series' best and worst condition and the spread between them."""
+    rows = []
+    for i, label in enumerate(conditions.rows):
+        scored = []
+        for j, column in enumerate(conditions.columns):
+            cell = conditions.cell(i, j)
+            if cell is not None and cell.score is not None:
+                scored.append((cell.score, column.code))
+        if not scored:
+            rows.append(f'<tr><th scope="row">{e(label)}</th><td colspan="3">nothing scored</td></tr>')
+            continue
+        (worst, worst_code), (best, best_code) = min(scored), max(scored)
+        rows.append(
+            f'<tr data-series="{i}"><th scope="row">{e(label)}</th><td>{e(best_code)} ({best:.1f})</td>'
+            f'<td>{e(worst_code)} ({worst:.1f})</td><td class="num">{best - worst:.1f}</td></tr>'
+        )
+    return _table(
+        "stability-table",
+        ["Model", "Best condition (score)", "Worst condition (score)", "Spread (points)"],
+        rows,
+    )
+
+
+def cost_table(runs: list[RunInfo]) -> str:
+    """Tokens and spending per run, with the total."""
+    rows = [
+        f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td>'
+        + _numbers(run.prompt_tokens, run.completion_tokens)
+        + _numbers(_money(run.cost_usd), _money(run.judge_cost_usd), _money(run.total_cost_usd))
+        + "</tr>"
+        for run in runs
+    ]
+    total = sum(run.total_cost_usd for run in runs)
+    rows.append(f'<tr class="total"><th scope="row" colspan="6">Total</th>{_numbers(_money(total))}</tr>')
+    return _table(
+        "cost-table",
+        ["Run", "Model", "Prompt tokens", "Completion tokens", "Model cost", "Judge cost", "Total"],
+        rows,
+    )
+
+
+def _when(value: Any) -> str:
+    return e(value.strftime("%Y-%m-%d %H:%M:%S")) if value else "&ndash;"
+
+
+def _numbers(*values: object) -> str:
+    return "".join(f'<td class="num">{e(value)}</td>' for value in values)
+
+
+def runs_table(runs: list[RunInfo]) -> str:
+    """Each run's status, times, counters and options."""
+    rows = []
+    for run in runs:
+        options = json.dumps(run.options, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+        rows.append(
+            f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td>'
+            f'<td><span class="badge run-{e(run.status)}">{e(run.status)}</span></td>'
+            f"<td>{_when(run.started_at)}</td><td>{_when(run.finished_at)}</td>"
+            + _numbers(run.passed, run.failed, run.errors, run.skipped)
+            + f"<td><details><summary>options</summary><pre>{e(options)}</pre></details></td></tr>"
+        )
+    return _table(
+        "runs-table",
+        [
+            "Run",
+            "Model",
+            "Status",
+            "Started (UTC)",
+            "Finished (UTC)",
+            "Passed",
+            "Failed",
+            "Errors",
+            "Skipped",
+            "Options",
+        ],
+        rows,
+    )
+
+
+def _failure_item(f: FailureRow) -> str:
+    fields: list[tuple[str, str, str]] = [("Reason", f.reason, "reason")]
+    if f.expected is not None or f.actual is not None:
+        fields += [
+            ("Expected", _json_text(f.expected), "expected"),
+            ("Actual", _json_text(f.actual), "actual"),
+        ]
+    if f.judge_verdict is not None:
+        fields.append(("Judge verdict", ", ".join(f.judge_verdict), "judge-verdict"))
+    if f.judge_rationale is not None:
+        fields.append(("Judge rationale", f.judge_rationale, "judge-rationale"))
+    if f.judge_raw is not None:
+        fields.append(("Judge's raw answer", f.judge_raw, "judge-raw"))
+    if f.parsed_answer is not None:
+        fields.append(("Parsed answer", _json_text(f.parsed_answer), "parsed"))
+    fields += [
+        ("Composed prompt", f.prompt, "prompt"),
+        ("Raw response", f.raw_response if f.raw_response is not None else "(none)", "raw"),
+    ]
+    body = "".join(
+        f'<dt>{e(name)}</dt><dd><pre class="{cls}">{e(text)}</pre></dd>' for name, text, cls in fields
+    )
+    short = f.reason if len(f.reason) <= 160 else f.reason[:157] + "..."
+    repeat = f" &middot; repeat {f.repeat}" if f.repeat else ""
+    critical = ' <span class="badge critical">critical</span>' if f.critical else ""
+    return (
+        f'<details class="failure" id="failure-{f.result_id}" data-status="{e(f.status)}">'
+        f'<summary><span class="badge {e(f.status)}">{e(f.status)}</span>{critical} '
+        f"<code>{e(f.case_code)}</code> "
+        f'<span class="muted">run {f.run_id}{repeat}</span> <span class="reason">{e(short)}</span></summary>'
+        f"<dl>{body}</dl></details>"
+    )
+
+
+def failures_section(
+    series: list[Series], failures: list[FailureRow], max_failures: int
+) -> tuple[str, dict[tuple[str, str], int]]:
+    """The drill-down, grouped by series; also the anchor of each (series, case code)'s first failure."""
+    label_of = {run.id: s.label for s in series for run in s.runs}
+    grouped: dict[str, list[FailureRow]] = {}
+    for f in failures:
+        grouped.setdefault(label_of.get(f.run_id, f.model), []).append(f)
+    anchors: dict[tuple[str, str], int] = {}
+    parts: list[str] = []
+    shown = 0
+    for s in series:
+        items = grouped.get(s.label, [])
+        if not items:
+            continue
+        n_failed = sum(f.status == Status.FAILED for f in items)
+        counts = f"{n_failed} failed, {len(items) - n_failed} errors"
+        parts.append(f'<h3>{e(s.label)} <span class="muted">{counts}</span></h3>')
+        for f in items:
+            if shown >= max_failures:
+                break
+            anchors.setdefault((s.label, f.case_code), f.result_id)
+            parts.append(_failure_item(f))
+            shown += 1
+    if not failures:
+        parts.append("<p>No failed or errored case in the selected runs.</p>")
+    elif shown < len(failures):
+        parts.append(
+            f'<p class="note">{len(failures) - shown} more failures are not shown; '
+            f"<code>helmbench export</code> has every row.</p>"
+        )
+    return "\n".join(parts), anchors
