@@ -531,6 +531,8 @@ def test_built_wheel_ships_the_migrations_and_an_installed_copy_migrates(tmp_pat
     names = wheel.namelist()
     assert "pytest_helmbench/migrations/env.py" in names
     assert "pytest_helmbench/migrations/versions/0001_initial_schema.py" in names
+    for template in ("report.html", "report.css", "report.js"):  # the report page's package data
+        assert f"pytest_helmbench/reporting/templates/{template}" in names
     entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "helmbench = pytest_helmbench.plugin" in entry_points
     site = tmp_path / "site"
