@@ -1,1 +1,17 @@
-"""reporting."""
+"""Reporting: what people read about a run, the last stage of the one-way data flow.
+
+- ``analytics`` (scores, critical gates, repeats, CI verdict), ``intervals`` (Wilson, Newcombe)
+  and ``attribution`` (per-factor effects): pure functions over ``CaseResult`` records.
+- ``terminal`` (failure texts, the end-of-session summary) and ``html_extras`` (pytest-html
+  columns, cells and extras) for the pytest session.
+- The `helmbench report` page: ``series`` (one row per model or run), ``tables``, ``charts`` (inline
+  SVG drawn in Python, on the primitives of ``svg``) and ``html_report`` (assembly, with
+  ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
+- ``export``: every stored Result as CSV, JSON or JSON Lines.
+
+Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
+storage) and never the other way round: only the top-level modules (plugin, state, items and the
+CLI), which sit on top, import it. Only ``export`` and the page import
+the storage layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up
+(``analytics``, ``terminal``, ``html_extras``) use the standard library only.
+"""
