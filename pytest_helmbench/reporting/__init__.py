@@ -10,8 +10,8 @@
 - ``export``: every stored Result as CSV, JSON or JSON Lines.
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
-storage) and never the other way round: only the top-level modules (plugin, state, items and the
-CLI), which sit on top, import it. Only ``export`` and the page import
-the storage layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up
-(``analytics``, ``terminal``, ``html_extras``) use the standard library only.
+storage) and never the other way round: only the top-level modules that sit on top (plugin,
+controller, state, items, the CLI) import it. Only ``export`` and the page import the storage
+layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
+``terminal``, ``html_extras``) use the standard library and pytest-html only.
 """
