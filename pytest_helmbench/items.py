@@ -7,7 +7,7 @@ a call that could not be made is an ERROR, an unsafe or invalid answer is a FAIL
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -117,7 +117,7 @@ class CaseItem(pytest.Item):
                 ]
             )
         state = HelmbenchState.get(self.config)
-        if state.settings.is_dry_run(state.settings.model(self.case.model)):
+        if state.is_dry_run(self.case.model):
             compose(self.case)
             pytest.skip(DRY_RUN_REASON)
         try:
@@ -147,3 +147,26 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"{self.case.code} [{self.case.model}]"
+
+
+def case_items(items: list[pytest.Item]) -> list[CaseItem]:
+    return [item for item in items if isinstance(item, CaseItem)]
+
+
+def sort_cases(items: list[pytest.Item]) -> bool:
+    """Put the case items in numeric order (codes, then repeats) in the slots they hold, leaving
+    other items where they are; False when there is no case item."""
+    slots = [i for i, item in enumerate(items) if isinstance(item, CaseItem)]
+    ordered = sorted((items[i] for i in slots), key=lambda it: (it.case.sort_key, it.repeat))  # type: ignore[attr-defined]
+    for slot, item in zip(slots, ordered, strict=True):
+        items[slot] = item
+    return bool(slots)
+
+
+def keep_cases(config: pytest.Config, items: list[pytest.Item], keep: Callable[[CaseItem], bool]) -> None:
+    """Deselect (as pytest reports it) every case item for which `keep` is false; others stay."""
+    kept = [item for item in items if not isinstance(item, CaseItem) or keep(item)]
+    if len(kept) < len(items):
+        kept_ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = kept

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import tempfile
-import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,92 +15,36 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .codes import SCENARIO_FILE
 from .config import (
-    LOCAL_PREFIX,
-    OPTIONS,
-    Option,
     Settings,
     api_key_from_env,
     build_settings,
-    env_flag,
     load_models_file,
 )
 from .errors import HelmbenchError
-from .execution.budget import CostLedger
-from .execution.outcome import Outcome
+from .execution.budget import CostLedger, StopBoard
+from .execution.outcome import CaseResult, Outcome
+from .execution.shared import SharedFiles
+from .options import option_named, option_value
 from .providers.ratelimit import AdaptiveLimiter
-from .reporting.analytics import CaseResult
 from .status import RunStatus, Status
-from .suite.loader import BenchmarkLoader, Scenario
+from .suite.files import parse_file_size
+from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader, Scenario
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
 if TYPE_CHECKING:
     from .evaluation.registry import EvaluatorRegistry
-    from .execution.executor import ClientPool, Executor, StopBoard
+    from .execution.executor import Executor
     from .execution.resume import ResumePlan
+    from .providers.pool import ClientPool
+    from .providers.registry import ProviderRegistry
     from .storage.cache import ResponseCache
     from .storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
 STATE_KEY = pytest.StashKey["HelmbenchState"]()
-
-
-def option_dest(name: str) -> str:
-    return "helmbench_" + name.replace("-", "_")
-
-
-def option_value(config: pytest.Config, option: Option) -> Any:
-    """Command line, then environment variable, then ini, then the default."""
-    cli = config.getoption(option_dest(option.name), None)
-    if cli not in (None, [], False):
-        return cli
-    if (
-        option.kind == "optional"
-        and option.env
-        and os.environ.get(option.env, "").strip().lower() in ("1", "true", "yes", "on")
-    ):
-        return option.const
-    env = os.environ.get(option.env, "") if option.env else ""
-    if env.strip():
-        if option.kind == "bool":
-            return env_flag(env)
-        return [env] if option.kind == "list" else env
-    ini = config.getini(option_dest(option.name))
-    if ini not in (None, "", [], False):
-        return ini if option.kind != "list" else [ini]
-    return option.default
-
-
-def case_result(outcome: Outcome) -> CaseResult:
-    """The analytics view of an outcome (codes, severities, style, status)."""
-    prov = outcome.provenance
-    scenario, condition, context, perturbation = (
-        prov["scenario"],
-        prov["condition"],
-        prov["user_context"],
-        prov["perturbation"],
-    )
-    return CaseResult(
-        model=outcome.model,
-        run_id=None,
-        case_code=outcome.case_code,
-        pillar=prov["pillar"]["code"],
-        behaviour=prov["behaviour"]["code"],
-        scenario=scenario["code"],
-        condition=condition["code"],
-        condition_severity=condition["severity"],
-        user_context=context["code"] if context else None,
-        user_context_severity=context["severity"] if context else 0,
-        perturbation=perturbation["code"],
-        perturbation_severity=perturbation["severity"],
-        perturbation_style=perturbation["style"],
-        status=outcome.status,
-        critical=bool(scenario["critical"]),
-        repeat=outcome.repeat,
-    )
 
 
 @dataclass
@@ -124,7 +64,7 @@ class Tally:
         return sum(1 for r in self.results if r.status == status)
 
     def add(self, outcome: Outcome) -> None:
-        self.results.append(case_result(outcome))
+        self.results.append(CaseResult.from_outcome(outcome))
         self.cost_usd += outcome.cost_usd or 0.0
         self.judge_cost_usd += outcome.judge_cost_usd or 0.0
         self.prompt_tokens += outcome.prompt_tokens or 0
@@ -146,13 +86,10 @@ class HelmbenchState:
         self.tallies: dict[str, Tally] = {}
         self.dry_run_skips = 0
         self.resume_counts: dict[str, int] = {}
-        self.local_servers: list[Any] = []
         self.decision: Any = None
         self._warned: set[str] = set()
-        workerinput = getattr(config, "workerinput", {})
-        self.session_id: str = workerinput.get("helmbench_session_id") or uuid.uuid4().hex
-        self._shared: str = workerinput.get("helmbench_shared") or ""
-        self.local_urls: dict[str, str] = {}
+        workerinput = getattr(config, "workerinput", None)
+        self.shared = SharedFiles.from_workerinput(workerinput) if workerinput else SharedFiles.new()
         self._options: dict[str, dict[str, Any]] = {}
 
     @staticmethod
@@ -175,10 +112,11 @@ class HelmbenchState:
         return str(self.root / "scenarios")
 
     def is_scenario_file(self, path: Path) -> bool:
-        """Only `S<n>.md` files directly inside a folder of `<root>/scenarios` are collected."""
+        """Only `S<n>.md` files (and look-alikes such as `S01.md`, so a misnamed one is an error, not a
+        silently skipped scenario) directly inside a folder of `<root>/scenarios` are collected."""
         return (
             path.suffix == ".md"
-            and SCENARIO_FILE.match(path.name) is not None
+            and SCENARIO_FILE_LIKE.match(path.name) is not None
             and str(path.parent.parent) == self.scenarios_dir
         )
 
@@ -193,7 +131,8 @@ class HelmbenchState:
 
     @cached_property
     def loader(self) -> BenchmarkLoader:
-        return BenchmarkLoader(self.root, evaluation_types=self.evaluators)
+        max_file_size = parse_file_size(self.option("max-file-size"))
+        return BenchmarkLoader(self.root, evaluation_types=self.evaluators, max_file_size=max_file_size)
 
     @cached_property
     def settings(self) -> Settings:
@@ -202,25 +141,24 @@ class HelmbenchState:
         return build_settings(lambda name: self.option(name), models_file, self.base_dir, api_key_from_env())
 
     def option(self, name: str) -> Any:
-        return option_value(self.config, next(o for o in OPTIONS if o.name == name))
+        return option_value(self.config, option_named(name))
 
-    @cached_property
-    def shared_dir(self) -> Path:
-        """A folder every process of the session shares: stop board, spend ledger, resume plan."""
-        if not self._shared:
-            self._shared = tempfile.mkdtemp(prefix="helmbench-")
-        return Path(self._shared)
+    @property
+    def session_id(self) -> str:
+        return self.shared.session_id
 
     @cached_property
     def board(self) -> StopBoard:
-        from .execution.executor import StopBoard
-
-        return StopBoard(self.shared_dir / "stops", cross_process=self.is_worker)
+        self.shared.ensure()
+        return StopBoard(self.shared.stops, cross_process=self.is_worker)
 
     @cached_property
     def ledger(self) -> CostLedger | None:
         limit = self.settings.max_cost
-        return CostLedger(self.shared_dir / "spend.txt", limit) if limit is not None else None
+        if limit is None:
+            return None
+        self.shared.ensure()
+        return CostLedger(self.shared.spend, limit)
 
     @cached_property
     def limiter(self) -> AdaptiveLimiter:
@@ -228,10 +166,23 @@ class HelmbenchState:
         return AdaptiveLimiter(concurrency)
 
     @cached_property
-    def clients(self) -> ClientPool:
-        from .execution.executor import ClientPool
+    def providers(self) -> ProviderRegistry:
+        """Every provider of this process, from the register-providers hook (the built-ins' too)."""
+        from .providers.registry import ProviderRegistry
 
-        return ClientPool(self.settings, self.local_url, self.limiter)
+        return ProviderRegistry.from_hook(self.config.hook)
+
+    @cached_property
+    def clients(self) -> ClientPool:
+        from .providers.pool import ClientPool
+
+        return ClientPool(
+            self.settings,
+            self.providers,
+            base_dir=self.base_dir,
+            limiter=self.limiter,
+            shared_file=self.shared.providers if self.is_worker else None,
+        )
 
     @cached_property
     def cache(self) -> ResponseCache | None:
@@ -239,7 +190,7 @@ class HelmbenchState:
         if settings.cache_mode == "off":
             return None
         from .storage.cache import ResponseCache
-        from .storage.recorder import make_engine
+        from .storage.engine import make_engine
 
         return ResponseCache(lambda: make_engine(settings.db_url), settings.cache_mode, settings.cache_ttl)
 
@@ -258,12 +209,7 @@ class HelmbenchState:
         )
 
     def load_scenario(self, md_path: Path) -> Scenario:
-        scenario = self.loader.load_scenario(md_path.parent)
-        if md_path.name != scenario.path.name:
-            raise HelmbenchError(
-                f"{md_path}: does not match its folder {md_path.parent.name} (expected {scenario.path.name})\n  fix: rename or remove it"
-            )
-        return scenario
+        return self.loader.load_scenario_file(md_path)
 
     def new_warnings(self) -> list[str]:
         fresh = [w for w in dict.fromkeys(self.loader.warnings) if w not in self._warned]
@@ -271,29 +217,21 @@ class HelmbenchState:
         return fresh
 
     def workerinput(self) -> dict[str, str]:
-        return {"helmbench_session_id": self.session_id, "helmbench_shared": str(self.shared_dir)}
+        return self.shared.to_workerinput()
 
-    def share_local_urls(self) -> None:
-        """Controller: tell xdist workers where the embedded local models listen (read at their first call)."""
-        if self.local_urls:
-            (self.shared_dir / "local-urls.json").write_text(json.dumps(self.local_urls), encoding="utf-8")
+    def share_provider_data(self) -> None:
+        """Controller, after the providers' `prepare`: what xdist workers need (local servers' URLs),
+        read by each worker before its first call."""
+        self.shared.ensure()
+        self.clients.share(self.shared.providers)
 
-    def local_url(self, model_id: str) -> str | None:
-        """Where an embedded local model listens; xdist workers read what the controller shared."""
-        if (
-            model_id not in self.local_urls
-            and model_id.startswith(LOCAL_PREFIX)
-            and self.is_worker
-            and self._shared
-        ):
-            path = self.shared_dir / "local-urls.json"
-            if path.is_file():
-                self.local_urls.update(json.loads(path.read_text(encoding="utf-8")))
-        return self.local_urls.get(model_id)
+    def is_dry_run(self, model_id: str) -> bool:
+        """Nothing is sent for this model: --helmbench-dry-run, or no key where its provider needs one."""
+        needs_key = self.providers.for_model(model_id).needs_key(self.settings.model(model_id))
+        return self.settings.is_dry_run(needs_key=needs_key)
 
     def all_dry_run(self) -> bool:
-        settings = self.settings
-        return all(settings.is_dry_run(m) for m in settings.models)
+        return all(self.is_dry_run(m) for m in self.settings.model_ids)
 
     def open_storage(self) -> None:
         """Migrate and open the database before any call is paid for (controller only)."""
@@ -303,12 +241,8 @@ class HelmbenchState:
             self.recorder = Recorder(self.settings.db_url, self.session_id)
 
     # --- resume / retry errors -------------------------------------------------------------
-    @property
-    def plan_path(self) -> Path:
-        return self.shared_dir / "resume.json"
-
     def resume_request(self) -> tuple[str, bool] | None:
-        """('latest' or a run id, errors_only) when --helmbench-resume or --helmbench-retry-errors is given."""
+        """('latest' or a run id, errors_only) with --helmbench-resume or --helmbench-retry-errors."""
         resume, retry = self.option("resume"), self.option("retry-errors")
         if resume and retry:
             raise HelmbenchError("--helmbench-resume and --helmbench-retry-errors do not combine: use one")
@@ -330,23 +264,25 @@ class HelmbenchState:
         plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1])
         for model, run_id in plan.runs.items():
             self.recorder.adopt(model, run_id, self.settings.recorded(self.settings.model(model)))
-        plan.save(self.plan_path)
+        self.shared.ensure()
+        plan.save(self.shared.resume_plan)
         return plan
 
     def load_plan(self) -> ResumePlan | None:
-        if not (self._shared and self.plan_path.is_file()):
+        if not self.shared.resume_plan.is_file():
             return None
         from .execution.resume import ResumePlan
 
-        return ResumePlan.load(self.plan_path)
+        return ResumePlan.load(self.shared.resume_plan)
 
     def save_resume_counts(self, counts: dict[str, int]) -> None:
         self.resume_counts = counts
-        (self.shared_dir / "resume-counts.json").write_text(json.dumps(counts), encoding="utf-8")
+        self.shared.ensure()
+        self.shared.resume_counts.write_text(json.dumps(counts), encoding="utf-8")
 
     def read_resume_counts(self) -> dict[str, int]:
-        path = self.shared_dir / "resume-counts.json" if self._shared else None
-        if path is not None and path.is_file():
+        path = self.shared.resume_counts
+        if path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
         return self.resume_counts
 
@@ -378,7 +314,7 @@ class HelmbenchState:
 
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session (never creates the shared folder)."""
-        return self.board.stopped() if self._shared else {}
+        return self.board.stopped() if self.shared.exists() else {}
 
     def finish(self, interrupted: bool) -> None:
         stopped = self.stopped_models()
@@ -402,8 +338,7 @@ class HelmbenchState:
 
     def cleanup(self) -> None:
         """Stop local model servers and remove the shared temporary folder (controller, at the end)."""
-        for server in self.local_servers:
-            server.stop()
-        self.local_servers.clear()
-        if self._shared and not self.is_worker:
-            shutil.rmtree(self._shared, ignore_errors=True)
+        if "clients" in self.__dict__:
+            self.clients.close()  # idempotent: stops what the providers started (local model servers)
+        if not self.is_worker:
+            self.shared.remove()

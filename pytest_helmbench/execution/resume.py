@@ -9,16 +9,25 @@ options); a changed case is run afresh and replaces its old Result.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-
-from sqlalchemy import func
-from sqlmodel import Session, select
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HelmbenchError
-from ..storage.tables import LLM, EvaluationRun, Result
+from ..status import RunStatus, Status
 
-RUN, DONE, CHANGED = "run", "done", "changed"
+if TYPE_CHECKING:  # SQLAlchemy is imported only when a plan is built from the database
+    from sqlmodel import Session
+
+
+class Decision(StrEnum):
+    """What a resumed session does with one selected case."""
+
+    RUN = "run"  # missing, errored or skipped last time: run it
+    DONE = "done"  # finished (passed or failed) with the same request: deselect it
+    CHANGED = "changed"  # finished, but its request changed since: run it afresh
 
 
 class ResumeError(HelmbenchError):
@@ -39,16 +48,17 @@ class ResumePlan:
     )  # model -> key -> [status, hash]
     errors_only: bool = False
 
-    def decide(self, model: str, code: str, repeat: int, request_hash: str) -> str:
-        """RUN (missing, errored or skipped), DONE (finished, unchanged) or CHANGED (finished, now different)."""
+    def decide(self, model: str, code: str, repeat: int, request_hash: str) -> Decision:
+        """RUN (missing, errored or skipped), DONE (finished, unchanged) or CHANGED (finished, now
+        different); retrying errors runs the errored cases only."""
         if model not in self.runs:
-            return RUN
+            return Decision.RUN
         status, old_hash = self.prior.get(model, {}).get(case_key(code, repeat)) or [None, None]
         if self.errors_only:
-            return RUN if status == "error" else DONE
-        if status in ("passed", "failed"):
-            return DONE if old_hash == request_hash else CHANGED
-        return RUN
+            return Decision.RUN if status == Status.ERROR else Decision.DONE
+        if status in (Status.PASSED, Status.FAILED):
+            return Decision.DONE if old_hash == request_hash else Decision.CHANGED
+        return Decision.RUN
 
     def save(self, path: Path) -> None:
         path.write_text(
@@ -62,22 +72,62 @@ class ResumePlan:
         return cls(runs=data["runs"], prior=data["prior"], errors_only=data["errors_only"])
 
 
+@dataclass(frozen=True)
+class PlannedCase:
+    """What the plan needs to know of one selected case."""
+
+    model: str
+    code: str
+    repeat: int
+    request_hash: str
+
+
+@dataclass
+class PlanOutcome:
+    """The plan's decision for each case (in the order given) and how many of each."""
+
+    decisions: list[Decision]
+    counts: dict[str, int]
+
+    @property
+    def keep(self) -> list[bool]:
+        """Which cases stay selected: all but those already done."""
+        return [decision != Decision.DONE for decision in self.decisions]
+
+
+def apply_plan(plan: ResumePlan, cases: Iterable[PlannedCase]) -> PlanOutcome:
+    """Decide every selected case; the counts are what the summary reports."""
+    decisions = [plan.decide(c.model, c.code, c.repeat, c.request_hash) for c in cases]
+    counts = {str(decision): 0 for decision in (Decision.DONE, Decision.CHANGED, Decision.RUN)}
+    for decision in decisions:
+        counts[str(decision)] += 1
+    return PlanOutcome(decisions, counts)
+
+
 def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> dict[str, int]:
+    from sqlmodel import select
+
+    from ..storage.tables import LLM, EvaluationRun
+
     found: dict[str, int] = {}
     for model in models:
         query = (
             select(EvaluationRun.id).join(LLM, LLM.id == EvaluationRun.llm_id).where(LLM.model_id == model)
         )
         if incomplete_only:
-            query = query.where(EvaluationRun.status != "completed")
+            query = query.where(EvaluationRun.status != RunStatus.COMPLETED)
         run_id = session.exec(query.order_by(EvaluationRun.id.desc())).first()
         if run_id is not None:
             found[model] = run_id
     return found
 
 
-def build_plan(engine, models: list[str], which: str, errors_only: bool) -> ResumePlan:
+def build_plan(engine: Any, models: list[str], which: str, errors_only: bool) -> ResumePlan:
     """`which` is 'latest' (each model's newest incomplete run; for errors, its newest run) or a run id."""
+    from sqlmodel import Session, select
+
+    from ..storage.tables import LLM, EvaluationRun, Result
+
     with Session(engine) as session:
         if which == "latest":
             runs = _latest_runs(session, models, incomplete_only=not errors_only)
@@ -97,7 +147,8 @@ def build_plan(engine, models: list[str], which: str, errors_only: bool) -> Resu
                 raise ResumeError(f"there is no run {run_id} in the database (see `helmbench costs`)")
             if row[1].model_id not in models:
                 raise ResumeError(
-                    f"run {run_id} evaluated {row[1].model_id}, which is not among the selected models ({', '.join(models)})"
+                    f"run {run_id} evaluated {row[1].model_id}, which is not among the selected models "
+                    f"({', '.join(models)})"
                 )
             runs = {row[1].model_id: run_id}
         prior: dict[str, dict[str, list[str | None]]] = {}
@@ -109,11 +160,3 @@ def build_plan(engine, models: list[str], which: str, errors_only: bool) -> Resu
             ).all()
             prior[model] = {case_key(code, repeat): [status, digest] for code, repeat, status, digest in rows}
     return ResumePlan(runs=runs, prior=prior, errors_only=errors_only)
-
-
-def run_counts(session: Session, run_id: int) -> dict[str, int]:
-    """status -> number of Results of a run (used to check counters)."""
-    rows = session.exec(
-        select(Result.status, func.count()).where(Result.run_id == run_id).group_by(Result.status)
-    ).all()
-    return {status: count for status, count in rows}
