@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from pytest_helmbench import cli
 from pytest_helmbench.reporting.export import COLUMNS, export
-from pytest_helmbench.storage.recorder import make_engine
+from pytest_helmbench.storage.engine import make_engine
 from tests.benchfiles import write_benchmark
 from tests.openrouter_server import FakeOpenRouter, Reply
 
@@ -105,7 +105,8 @@ def db_rows(db: Path) -> dict[int, tuple]:
         return {
             row[0]: row[1:]
             for row in conn.execute(
-                "select r.id, r.run_id, l.model_id, r.case_code, r.status, r.reason, r.cost_usd, r.prompt_hash "
+                "select r.id, r.run_id, l.model_id, r.case_code, r.status, r.reason, r.cost_usd, "
+                "r.prompt_hash "
                 "from result r join evaluationrun e on e.id = r.run_id join llm l on l.id = e.llm_id"
             )
         }
@@ -227,7 +228,7 @@ def test_export_command_bad_input(recorded, monkeypatch, args, message):
 
 
 def test_export_of_an_empty_database(tmp_path, monkeypatch):
-    from pytest_helmbench.storage.recorder import upgrade
+    from pytest_helmbench.storage.engine import upgrade
 
     monkeypatch.chdir(tmp_path)
     upgrade(f"sqlite:///{tmp_path / 'helmbench.db'}")
