@@ -14,7 +14,6 @@ from .suite.markdown import load_yaml, read_text
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 API_KINDS = ("openrouter", "openai")
-LOCAL_PREFIX = "local/"
 KEY_ENV = "OPENROUTER_API_KEY"
 DRY_RUN_REASON = "dry run"
 CACHE_MODES = ("off", "read", "write", "on")
@@ -48,10 +47,6 @@ class ModelConfig:
     reasoning: dict[str, Any] | None = None
     provider: dict[str, Any] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_local(self) -> bool:
-        return self.id.startswith(LOCAL_PREFIX)
 
     def recorded(self) -> dict[str, Any]:
         return {
@@ -168,12 +163,10 @@ class Settings:
             return self.marking_model
         return ModelConfig(model_id)
 
-    def needs_key(self, model: ModelConfig) -> bool:
-        return not model.is_local
-
-    def is_dry_run(self, model: ModelConfig) -> bool:
-        """Nothing is sent with --helmbench-dry-run, or without a key for a model that needs one."""
-        return self.dry_run or (self.needs_key(model) and not self.api_key)
+    def is_dry_run(self, *, needs_key: bool) -> bool:
+        """Nothing is sent with --helmbench-dry-run, or without a key for a model whose provider
+        needs one (`Provider.needs_key`)."""
+        return self.dry_run or (needs_key and not self.api_key)
 
     def recorded(self, model: ModelConfig) -> dict[str, Any]:
         return {
@@ -261,7 +254,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "select",
-        "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); comma-separated, repeatable",
+        "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); "
+        "comma-separated, repeatable",
         "HELMBENCH_SELECT",
         kind="list",
     ),
@@ -288,7 +282,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "resume",
-        "complete the latest incomplete run of each model (or =RUN_ID): run only missing, errored or changed cases",
+        "complete the latest incomplete run of each model (or =RUN_ID): "
+        "run only missing, errored or changed cases",
         "HELMBENCH_RESUME",
         kind="optional",
         const="latest",
