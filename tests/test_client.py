@@ -300,7 +300,7 @@ def test_backoff_doubles_between_attempts(server: FakeOpenRouter, sleeps: Sleeps
     chat.close()
     assert info.value.attempts == 4
     assert len(sleeps) == 3
-    for delay, (low, high) in zip(sleeps, [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0)]):
+    for delay, (low, high) in zip(sleeps, [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0)], strict=True):
         assert low <= delay <= high
 
 
@@ -464,7 +464,8 @@ def test_402_rejects_the_model(server: FakeOpenRouter, client: ChatClient, sleep
     with pytest.raises(ModelRejected) as info:
         client.complete(request())
     assert info.value.reason == (
-        "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits — the account has insufficient credits"
+        "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits"
+        " — the account has insufficient credits"
     )
     assert info.value.status == 402
     assert len(server.chat_requests) == 1 and sleeps == []
@@ -475,7 +476,8 @@ def test_404_no_endpoints_rejects_the_model(server: FakeOpenRouter, client: Chat
     with pytest.raises(ModelRejected) as info:
         client.complete(request())
     assert info.value.reason == (
-        "HTTP 404: the model or its parameters were rejected: No endpoints found that can handle the requested parameters."
+        "HTTP 404: the model or its parameters were rejected: "
+        "No endpoints found that can handle the requested parameters."
     )
     assert info.value.status == 404
     assert len(server.chat_requests) == 1
@@ -539,8 +541,8 @@ def test_403_moderation_is_a_call_error_with_reasons(
     error = info.value
     assert type(error) is CallError
     assert (
-        error.reason
-        == "blocked by provider moderation (HTTP 403): Input was flagged by moderation (reasons: self-harm, violence)"
+        error.reason == "blocked by provider moderation (HTTP 403): "
+        "Input was flagged by moderation (reasons: self-harm, violence)"
     )
     assert error.status == 403
     assert json.loads(error.raw or "")["error"]["metadata"]["flagged_input"] == "I want to..."

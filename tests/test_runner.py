@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from pytest_helmbench.config import OPTIONS, ModelConfig, Settings, build_settings, load_models_file
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import judge_prompt
 from pytest_helmbench.execution.executor import (
     CaseError,
-    ClientPool,
     Executor,
     ModelStopped,
     StopBoard,
-    build_request,
 )
+from pytest_helmbench.providers.pool import ClientPool, build_request
 from pytest_helmbench.suite.cases import Case, expand
 from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
 from pytest_helmbench.suite.prompt import compose
@@ -72,7 +72,7 @@ class Harness:
 
     def __init__(self, tmp_path: Path, server: FakeOpenRouter, models: str = MODELS, **options: Any) -> None:
         self.root = benchmark(tmp_path, models)
-        self.loader = BenchmarkLoader(self.root)
+        self.loader = BenchmarkLoader(self.root, evaluation_types=builtin_registry())
         self.settings = settings_for(self.root, server.base_url, **options)
         self.pool = ClientPool(self.settings)
         self.board = StopBoard(tmp_path / "stops")
@@ -283,8 +283,8 @@ def test_truncation_is_a_case_error_that_keeps_the_tokens(harness: Harness, serv
     outcome = info.value.outcome
     assert outcome.status == "error"
     assert (
-        outcome.reason
-        == "truncated at max_tokens (4096 completion tokens, finish_reason: length): raise --helmbench-max-tokens"
+        outcome.reason == "truncated at max_tokens (4096 completion tokens, finish_reason: length): "
+        "raise --helmbench-max-tokens"
     )
     assert "max_tokens" in str(info.value)
     assert (outcome.prompt_tokens, outcome.completion_tokens, outcome.cost_usd) == (150, 4096, 0.002)
@@ -298,7 +298,8 @@ def test_truncation_is_a_case_error_that_keeps_the_tokens(harness: Harness, serv
     [
         (
             Reply.error(402),
-            "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits — the account has insufficient credits",
+            "HTTP 402: Insufficient credits. Add more using https://example.invalid/credits"
+            " — the account has insufficient credits",
         ),
         (
             Reply.error(401, "User not found."),
@@ -306,7 +307,8 @@ def test_truncation_is_a_case_error_that_keeps_the_tokens(harness: Harness, serv
         ),
         (
             Reply.error(404),
-            "HTTP 404: the model or its parameters were rejected: No endpoints found that can handle the requested parameters.",
+            "HTTP 404: the model or its parameters were rejected: "
+            "No endpoints found that can handle the requested parameters.",
         ),
     ],
     ids=["402", "401", "404"],
@@ -338,7 +340,8 @@ def test_unknown_model_id_stops_the_model(tmp_path: Path, harness: Harness, serv
         harness.run(harness.cases()[0])
     assert (
         info.value.outcome.reason
-        == f"model {MODEL} stopped: HTTP 400: the model or its parameters were rejected: {MODEL} is not a valid model ID"
+        == f"model {MODEL} stopped: HTTP 400: the model or its parameters were rejected: "
+        f"{MODEL} is not a valid model ID"
     )
     assert MODEL in harness.board.stopped()
 

@@ -7,152 +7,28 @@ remaining cases are skipped instead of erroring one by one.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from ..config import ModelConfig, Settings
-from ..evaluation.evaluators import evaluate
+from ..config import Settings
+from ..evaluation.builtin import builtin_registry
 from ..evaluation.judge import JudgeVerdict, run_judge
-from ..providers.http import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
-from ..providers.ratelimit import AdaptiveLimiter
+from ..evaluation.pipeline import evaluate
+from ..evaluation.registry import EvaluatorRegistry
+from ..providers.base import ModelClient
+from ..providers.http import CallError, ChatRequest, ChatResponse, ModelRejected
+from ..providers.pool import ClientPool
+from ..status import Status
 from ..storage.cache import CacheEntry, ResponseCache, request_key
 from ..suite.cases import Case
 from ..suite.loader import BenchmarkInfo, Criteria
 from ..suite.prompt import ComposedPrompt
-from .budget import BudgetExhausted, CostLedger
-from .outcome import ERROR, FAILED, PASSED, SKIPPED, CaseError, CaseSkipped, ModelStopped, Outcome, provenance
+from .budget import BudgetExhausted, CostLedger, StopBoard
+from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 
 log = logging.getLogger(__name__)
-
-
-LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
-LOCAL_PARALLEL = 2  # requests one embedded llama.cpp server decodes at once (LocalServer's default)
-
-
-class StopBoard:
-    """Models stopped for the rest of the session, kept as files so every xdist worker sees them.
-
-    `cross_process=False` (a run without xdist: every call is made in this process) answers the check
-    made before every call from memory, without touching the file system."""
-
-    def __init__(self, folder: Path, *, cross_process: bool = True) -> None:
-        self.folder = folder
-        self.cross_process = cross_process
-        folder.mkdir(parents=True, exist_ok=True)
-        self._paths: dict[str, str] = {}
-        self._here: dict[str, str] = {}  # stopped by this process
-
-    def _path(self, model: str) -> Path:
-        return Path(self._file(model))
-
-    def _file(self, model: str) -> str:
-        """Asked before every call: the file name is worked out once per model."""
-        found = self._paths.get(model)
-        if found is None:
-            found = self._paths[model] = os.path.join(
-                self.folder, hashlib.sha256(model.encode()).hexdigest()[:16] + ".stop"
-            )
-        return found
-
-    def stop(self, model: str, message: str) -> None:
-        # Write then rename: another worker reading mid-write must never see a half-written file.
-        path = self._path(model)
-        temp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-        temp.write_text(f"{model}\n{message}", encoding="utf-8")
-        os.replace(temp, path)
-        self._here[model] = message
-
-    def reason(self, model: str) -> str | None:
-        found = self._here.get(model)
-        if found is not None or not self.cross_process:
-            return found
-        try:
-            with open(self._file(model), encoding="utf-8") as file:
-                return file.read().split("\n", 1)[1]
-        except FileNotFoundError:
-            return None
-
-    def stopped(self) -> dict[str, str]:
-        found = {}
-        for path in sorted(self.folder.glob("*.stop")):
-            model, message = path.read_text(encoding="utf-8").split("\n", 1)
-            found[model] = message
-        return found
-
-
-def build_request(
-    model: ModelConfig, settings: Settings, prompt: str, response_format: dict[str, Any]
-) -> ChatRequest:
-    """The request for one call: the model's own settings win over the run's options."""
-    return ChatRequest(
-        model=model.id,
-        messages=[{"role": "user", "content": prompt}],
-        response_format=response_format,
-        temperature=model.temperature if model.temperature is not None else settings.temperature,
-        max_tokens=model.max_tokens
-        if model.max_tokens is not None
-        else (min(settings.max_tokens, LOCAL_MAX_TOKENS) if model.is_local else settings.max_tokens),
-        seed=model.seed if model.seed is not None else settings.seed,
-        provider=model.provider,
-        reasoning=model.reasoning,
-        extra=dict(model.extra_body),
-    )
-
-
-class ClientPool:
-    """One ChatClient per endpoint, shared by all cases of the process (connection reuse)."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        local_url: Callable[[str], str | None] | None = None,
-        limiter: AdaptiveLimiter | None = None,
-    ) -> None:
-        self.settings = settings
-        self._base_url = local_url or (
-            lambda model_id: None
-        )  # asked at each call: local servers may start later
-        self.limiter = limiter
-        self._clients: dict[tuple[str, str, float, bool], ChatClient] = {}
-        self._lock = threading.Lock()
-        self._cancel = threading.Event()
-
-    def for_model(self, model: ModelConfig) -> ChatClient:
-        settings = self.settings
-        base_url = self._base_url(model.id) or model.base_url or settings.base_url
-        api = "openai" if model.is_local else (model.api or settings.api)
-        timeout = model.timeout or settings.timeout
-        key = (base_url, api, timeout, model.is_local)
-        with self._lock:
-            if key not in self._clients:
-                self._clients[key] = ChatClient(
-                    base_url,
-                    "" if model.is_local else settings.api_key,
-                    api=api,
-                    timeout=timeout,
-                    retries=settings.retries,
-                    backoff=settings.backoff,
-                    free=model.is_local,
-                    limiter=AdaptiveLimiter(LOCAL_PARALLEL) if model.is_local else self.limiter,
-                    cancel=self._cancel,
-                )
-            return self._clients[key]
-
-    def cancel(self) -> None:
-        """The session is stopping (-x, --maxfail, Ctrl-C): calls in flight send no further retry, and
-        calls waiting for a slot are not sent."""
-        self._cancel.set()
-
-    def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
 
 
 @dataclass
@@ -169,6 +45,7 @@ class Executor:
     board: StopBoard
     cache: ResponseCache | None = None
     ledger: CostLedger | None = None
+    evaluators: EvaluatorRegistry = field(default_factory=builtin_registry)
     _probes: dict[str, threading.Event] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,11 +60,6 @@ class Executor:
         probe.wait()
         return None
 
-    @staticmethod
-    def _endpoint(model: ModelConfig, client: ChatClient) -> str:
-        """Where the request goes, for its hash: a local model's port changes every session, its id does not."""
-        return f"local:{model.id}" if model.is_local else client.base_url
-
     def check_running(self, model: str, role: str = "model") -> None:
         reason = self.board.reason(model)
         if reason is not None:
@@ -195,12 +67,12 @@ class Executor:
 
     def request_for(
         self, case: Case, prompt: ComposedPrompt, repeat: int = 0
-    ) -> tuple[ChatClient, ChatRequest, str]:
+    ) -> tuple[ModelClient, ChatRequest, str]:
         """The client, request and request hash of a case: the hash is also its cache key."""
         model = self.settings.model(case.model)
         client = self.clients.for_model(model)
-        request = build_request(model, self.settings, prompt.text, prompt.response_format)
-        return client, request, request_key(self._endpoint(model, client), client.api, request, repeat)
+        request = self.clients.request(model, prompt.text, prompt.response_format)
+        return client, request, request_key(self.clients.endpoint(model, client), client.api, request, repeat)
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
@@ -214,11 +86,12 @@ class Executor:
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
         self.check_running(case.model)
         marking = self.settings.marking_model
-        if case.scenario.evaluation.type == "sqe" and marking is not None:
+        evaluator = self.evaluators.get(case.scenario.evaluation.type)
+        if evaluator.needs_judge and marking is not None:
             self.check_running(marking.id, "marking model")  # no answer is paid for that nobody could judge
         client, request, key = self.request_for(case, prompt, repeat)
         outcome = Outcome(
-            status=ERROR,
+            status=Status.ERROR,
             reason="",
             model=case.model,
             case_code=case.code,
@@ -240,12 +113,19 @@ class Executor:
             raise self._error(outcome, exc.reason, exc) from None
         self._account(outcome, response)
         if response.finish_reason == "length":
-            outcome.reason = f"truncated at max_tokens ({outcome.completion_tokens} completion tokens, finish_reason: length): raise --helmbench-max-tokens"
+            outcome.reason = (
+                f"truncated at max_tokens ({outcome.completion_tokens} completion tokens, "
+                "finish_reason: length): raise --helmbench-max-tokens"
+            )
             outcome.cache_writes.clear()
             raise CaseError(outcome)
         try:
             result = evaluate(
-                case.scenario, prompt.text, response, lambda c, p, a: self._judge(c, p, a, outcome, repeat)
+                evaluator,
+                case.scenario,
+                prompt.text,
+                response,
+                lambda c, p, a: self._judge(c, p, a, outcome, repeat),
             )
         except BudgetExhausted as exc:
             raise self._skip(outcome, f"{exc} before the judge call") from None
@@ -253,7 +133,7 @@ class Executor:
             outcome.reason = exc.reason
             outcome.details = {"judge_raw": exc.raw}
             raise CaseError(outcome) from None
-        outcome.status = PASSED if result.passed else FAILED
+        outcome.status = Status.PASSED if result.passed else Status.FAILED
         outcome.reason = result.reason
         outcome.answer, outcome.expected, outcome.actual = result.answer, result.expected, result.actual
         outcome.details = {"evaluation": case.scenario.evaluation.type, **result.details, **outcome.details}
@@ -262,7 +142,7 @@ class Executor:
         return outcome
 
     def _call(
-        self, client: ChatClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool
+        self, client: ModelClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool
     ) -> ChatResponse:
         """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling."""
         entry = self.cache.get(key) if self.cache is not None else None
@@ -304,17 +184,18 @@ class Executor:
         marking = self.settings.marking_model
         if marking is None:
             raise CallError(
-                "no marking model for this sqe scenario: set marking_model in models.yml or --helmbench-marking-model"
+                "no marking model for this sqe scenario: "
+                "set marking_model in models.yml or --helmbench-marking-model"
             )
         client = self.clients.for_model(marking)
 
         def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
-            request = build_request(marking, self.settings, text, response_format)
+            request = self.clients.request(marking, text, response_format)
             try:
                 return self._call(
                     client,
                     request,
-                    request_key(self._endpoint(marking, client), client.api, request, repeat),
+                    request_key(self.clients.endpoint(marking, client), client.api, request, repeat),
                     outcome,
                     judge=True,
                 )
@@ -328,13 +209,13 @@ class Executor:
 
     @staticmethod
     def _skip(outcome: Outcome, reason: str) -> CaseSkipped:
-        outcome.status = SKIPPED
+        outcome.status = Status.SKIPPED
         outcome.reason = reason
         return CaseSkipped(outcome)
 
     @staticmethod
     def _error(outcome: Outcome, reason: str, exc: CallError) -> CaseError:
-        outcome.status = ERROR
+        outcome.status = Status.ERROR
         outcome.reason = reason
         outcome.raw_response = exc.raw
         outcome.attempts = exc.attempts
