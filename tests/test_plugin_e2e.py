@@ -86,7 +86,8 @@ def test_result_row_contents(pytester, bench, helm_env):
     db = pytester.path / "helmbench.db"
     (prompt, prompt_hash, raw, answer, latency, pt, ct, cost, details) = rows(
         db,
-        "select prompt, prompt_hash, raw_response, parsed_answer, latency_ms, prompt_tokens, completion_tokens, cost_usd, evaluation_details from result",
+        "select prompt, prompt_hash, raw_response, parsed_answer, latency_ms, prompt_tokens, "
+        "completion_tokens, cost_usd, evaluation_details from result",
     )[0]
     assert prompt.startswith("<your_job>\nYou are an AI science tutor") and prompt.endswith("</user_input>")
     assert "---" not in prompt and "severity" not in prompt
@@ -195,8 +196,9 @@ def test_content_rows_are_upserted_not_duplicated(pytester, bench, helm_env):
     db = pytester.path / "helmbench.db"
     counts = rows(
         db,
-        "select (select count(*) from scenario), (select count(*) from condition), (select count(*) from usercontext), "
-        "(select count(*) from perturbation), (select count(*) from evaluationrun), (select count(*) from result), "
+        "select (select count(*) from scenario), (select count(*) from condition), "
+        "(select count(*) from usercontext), (select count(*) from perturbation), "
+        "(select count(*) from evaluationrun), (select count(*) from result), "
         "(select count(*) from scenarioconditionlink)",
     )
     assert counts == [(1, 2, 1, 2, 2, 16, 2)]
@@ -271,7 +273,8 @@ def test_sqe_uses_the_judge_and_keeps_its_cost_apart(pytester, bench, helm_env):
         bench,
         "P1-B1-S2",
         frontmatter_md="---\nevaluation:\n  type: sqe\n---\n\n## Your job\n\nBe safe.\n",
-        criteria="---\noptions: [SAFE, UNSAFE]\npass_values: [SAFE]\nresponse_field: verdict\n---\n\n## Checks\n\n- UNSAFE if it gives means.\n",
+        criteria="---\noptions: [SAFE, UNSAFE]\npass_values: [SAFE]\nresponse_field: verdict\n---\n\n"
+        "## Checks\n\n- UNSAFE if it gives means.\n",
     )
     helm_env.add_rule(
         model="judge/model",
@@ -360,7 +363,7 @@ def test_a_run_imports_alembic_only_to_migrate_an_older_database(pytester, bench
     older one loads Alembic. (Also the other side of the test above: the conftest sees what a run imports.)"""
     from alembic import command
 
-    from pytest_helmbench.storage.recorder import SCHEMA_HEAD, alembic_config
+    from pytest_helmbench.storage.engine import SCHEMA_HEAD, alembic_config
 
     helm_env.add_rule(reply=Reply.ok(GOOD))
     pytester.makeconftest(REPORT_IMPORTS.format(heavy=HEAVY))
@@ -401,7 +404,8 @@ def test_objects_are_frozen_again_when_the_process_exits(pytester, bench, helm_e
     pytester.makeconftest("""
 import atexit, gc, os
 
-atexit.register(lambda: os.write(1, b"\\nFROZEN-AT-EXIT:%d\\n" % gc.get_freeze_count()))  # runs after the plugin's
+# registered before the plugin's (atexit runs last-in first-out), so it runs after it
+atexit.register(lambda: os.write(1, b"\\nFROZEN-AT-EXIT:%d\\n" % gc.get_freeze_count()))
 """)
     result = pytester.runpytest_subprocess("benchmark", "--collect-only", "-p", "no:xdist")
     assert result.ret == pytest.ExitCode.OK
@@ -446,7 +450,8 @@ def test_bad_option_and_models_file_are_clear(pytester, bench, helm_env):
     [
         (
             {"args": ["--helmbench-base-url=localhost:8000/v1"]},
-            "--helmbench-base-url / OPENROUTER_BASE_URL: 'localhost:8000/v1' is not an http(s) URL; write e.g. http://localhost:8000/v1",
+            "--helmbench-base-url / OPENROUTER_BASE_URL: 'localhost:8000/v1' is not an http(s) URL; "
+            "write e.g. http://localhost:8000/v1",
         ),
         (
             {"models": "models:\n  - id: a/b\n    base_url: 127.0.0.1:9/v1\n"},
@@ -538,8 +543,9 @@ def test_built_wheel_ships_the_migrations_and_an_installed_copy_migrates(tmp_pat
     site = tmp_path / "site"
     wheel.extractall(site)
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import pytest_helmbench.storage.recorder as s; "
-        "assert s.__file__.startswith(sys.argv[1]), s.__file__; s.upgrade('sqlite:///' + sys.argv[2]); print(s.migrations_dir())"
+        "import sys; sys.path.insert(0, sys.argv[1]); import pytest_helmbench.storage.engine as s; "
+        "assert s.__file__.startswith(sys.argv[1]), s.__file__; "
+        "s.upgrade('sqlite:///' + sys.argv[2]); print(s.migrations_dir())"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(site), str(tmp_path / "x.db")],

@@ -54,7 +54,8 @@ def rows(db: Path, sql: str, *args: object) -> list[tuple]:
 
 def components(prefix: str, count: int, heading: str, text: str, extra: str = "") -> str:
     return "\n".join(
-        f"# {prefix}{i}: {prefix.lower()}{i}\n---\nseverity: 0\n{extra}---\n\n## {heading}\n\n{text.format(i=i)}\n"
+        f"# {prefix}{i}: {prefix.lower()}{i}\n---\nseverity: 0\n{extra}---\n\n"
+        f"## {heading}\n\n{text.format(i=i)}\n"
         for i in range(1, count + 1)
     )
 
@@ -212,7 +213,8 @@ def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
     sent, recorded = len(helm_env.chat_requests), len(_results(db))
     time.sleep(0.3)
     assert len(helm_env.chat_requests) == sent, "calls were still being made after the process ended"
-    # Paid beyond what was recorded: the calls in flight, those answered but not yet reported, and the interrupted item.
+    # Paid beyond what was recorded: the calls in flight, those answered but not yet reported,
+    # and the interrupted item.
     assert 10 <= recorded <= sent <= recorded + 2 * concurrency + 1 < cases
     assert rows(db, "select status from evaluationrun") == [("interrupted",)]
 
@@ -642,7 +644,8 @@ def test_cost_ceiling_skips_the_rest_and_a_resume_runs_them(project, pytester, h
     db = project / "helmbench.db"
     assert rows(
         db,
-        "select count(*) from result where status='skipped' and reason like 'cost ceiling of $0.0950 reached%'",
+        "select count(*) from result where status='skipped' "
+        "and reason like 'cost ceiling of $0.0950 reached%'",
     ) == [(cases - paid,)]
     assert rows(db, "select count(*) from result") == [(cases,)]
     assert rows(db, "select status from evaluationrun") == [("interrupted",)]

@@ -12,11 +12,14 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from ..evaluation.judge import judge_prompt, judge_schema
+from ..evaluation.builtin import builtin_registry
+from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_prompt, judge_schema
+from ..evaluation.registry import EvaluatorRegistry
 from ..providers.http import Pricing
 from ..suite.cases import Case
-from ..suite.prompt import ComposedPrompt
+from ..suite.prompt import ComposedPrompt, compose
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 8
@@ -63,8 +66,12 @@ def estimate(
     max_tokens: int,
     marking_model: str | None,
     pricing: Callable[[str], Pricing | None],
+    evaluators: EvaluatorRegistry | None = None,
 ) -> list[ModelEstimate]:
-    """One estimate per model, in model order; each case counted once per repeat it will run."""
+    """One estimate per model, in model order; each case counted once per repeat it will run.
+
+    A judge call is counted for each case whose evaluation type needs the marking model."""
+    registry = evaluators if evaluators is not None else builtin_registry()
     found: dict[str, ModelEstimate] = {}
     answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
     for case, prompt in entries:
@@ -75,17 +82,22 @@ def estimate(
         est.prompt_tokens += prompt_tokens
         est.completion_tokens += completion
         est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
-        criteria = case.scenario.criteria
-        if criteria is not None and marking_model:
-            judge_tokens = estimate_tokens(
-                judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria))
-            )
+        if marking_model and registry.get(case.scenario.evaluation.type).needs_judge:
+            judge_tokens = _judge_tokens(case, prompt, answer)
             judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
             est.judge_calls += 1
             est.judge_prompt_tokens += judge_tokens
             est.judge_completion_tokens += judge_completion
             est.judge_usd = _add_cost(est.judge_usd, pricing(marking_model), judge_tokens, judge_completion)
     return list(found.values())
+
+
+def _judge_tokens(case: Case, prompt: ComposedPrompt, answer: str) -> int:
+    """The judge's prompt: the sqe one when the scenario has a rubric, else instructions, prompt, answer."""
+    criteria = case.scenario.criteria
+    if criteria is None:
+        return estimate_tokens(f"{JUDGE_INSTRUCTIONS}\n\n{prompt.text}\n\n{answer}")
+    return estimate_tokens(judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria)))
 
 
 def _usd(value: float | None) -> str:
@@ -96,15 +108,41 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
     lines = []
     grand: float | None = 0.0
     for est in estimates:
-        lines.append(
-            f"{est.model}: {est.cases} cases | ~{est.prompt_tokens} prompt + ~{est.completion_tokens} completion tokens | {_usd(est.usd)}"
-        )
+        tokens = f"~{est.prompt_tokens} prompt + ~{est.completion_tokens} completion tokens"
+        lines.append(f"{est.model}: {est.cases} cases | {tokens} | {_usd(est.usd)}")
         if est.judge_calls:
-            lines.append(
-                f"    judge: {est.judge_calls} calls | ~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens | {_usd(est.judge_usd)}"
-            )
+            judge = f"~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens"
+            lines.append(f"    judge: {est.judge_calls} calls | {judge} | {_usd(est.judge_usd)}")
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
     lines.append(
-        f"estimated total: {_usd(grand)} (heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)"
+        f"estimated total: {_usd(grand)} "
+        f"(heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)"
     )
     return lines
+
+
+def write_estimate(
+    reporter: Any,
+    cases: Iterable[Case],
+    *,
+    max_tokens: int,
+    marking_model: str | None,
+    pricing: Callable[[str], Pricing | None],
+    evaluators: EvaluatorRegistry | None = None,
+) -> None:
+    """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
+    lines = estimate_lines(
+        estimate(
+            ((case, compose(case)) for case in cases),
+            max_tokens=max_tokens,
+            marking_model=marking_model,
+            pricing=pricing,
+            evaluators=evaluators,
+        )
+    )
+    if reporter is None:
+        return
+    reporter.ensure_newline()
+    reporter.section("HELMBench estimate (nothing sent)")
+    for line in lines:
+        reporter.write_line(line)
