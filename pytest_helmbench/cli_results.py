@@ -1,4 +1,4 @@
-"""The `helmbench` commands on the results database: costs, report, export, cache prune, db upgrade.
+"""The `helmbench` commands on the results database: costs, report, export, cache prune, db upgrade, stamp.
 
 All but `db upgrade` open an existing database only (a missing SQLite file is a one-line error, never a
 new file), so a typo in --db or a command run in the wrong folder leaves no empty database behind."""
@@ -13,7 +13,7 @@ import typer
 from sqlmodel import Session, select
 
 from .config import parse_ttl
-from .storage.recorder import StorageError, make_engine, safe_url, upgrade
+from .storage.engine import StorageError, open_existing, safe_url, stamp, upgrade
 from .storage.tables import LLM, EvaluationRun
 
 if TYPE_CHECKING:
@@ -43,6 +43,14 @@ def db_upgrade(db: str | None = DbOption) -> None:
     typer.echo(f"database {safe_url(url)} is at the latest schema")
 
 
+def db_stamp(db: str | None = DbOption) -> None:
+    """Record the newest schema revision in a database whose tables have none (after checking them)."""
+    try:
+        typer.echo(stamp(db or default_db()))
+    except StorageError as exc:
+        fail(str(exc))
+
+
 def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
     """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
     from sqlalchemy.engine import make_url
@@ -58,8 +66,7 @@ def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
                 f"no database at {parsed.database} (run the benchmark first, or pass --db / set HELMBENCH_DB)"
             )
     try:
-        upgrade(url)
-        return make_engine(url)
+        return open_existing(url)  # never creates one; migrates one that is behind
     except StorageError as exc:
         fail(str(exc))
     except ImportError as exc:  # e.g. a postgresql:// URL without its driver installed
@@ -233,6 +240,7 @@ def register(app: typer.Typer) -> None:
     app.command("export")(export_results)
     db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
     db_app.command("upgrade")(db_upgrade)
+    db_app.command("stamp")(db_stamp)
     app.add_typer(db_app, name="db")
     cache_app = typer.Typer(help="Response cache maintenance.", no_args_is_help=True)
     cache_app.command("prune")(cache_prune)

@@ -31,7 +31,7 @@ for _module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbenc
 import alembic.command  # noqa: E402  (and what running the migrations imports)
 
 alembic.command.upgrade(
-    importlib.import_module("pytest_helmbench.storage.recorder").alembic_config("sqlite://"), "head"
+    importlib.import_module("pytest_helmbench.storage.engine").alembic_config("sqlite://"), "head"
 )
 
 # One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):

@@ -7,8 +7,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlmodel import SQLModel
 
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.execution.outcome import Outcome, provenance
-from pytest_helmbench.storage.recorder import SCHEMA_HEAD, Recorder, make_engine, upgrade
+from pytest_helmbench.storage.engine import SCHEMA_HEAD, make_engine, upgrade
+from pytest_helmbench.storage.recorder import Recorder
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.prompt import compose
@@ -27,7 +29,7 @@ def query(url: str, sql: str) -> list[tuple]:
 def test_migrations_build_the_models_schema_on_postgresql(postgres_url):
     from alembic import command
 
-    from pytest_helmbench.storage.recorder import alembic_config
+    from pytest_helmbench.storage.engine import alembic_config
 
     command.upgrade(alembic_config(postgres_url), "head")  # every migration, from nothing
     upgrade(postgres_url)  # already current: nothing to do
@@ -39,7 +41,7 @@ def test_migrations_build_the_models_schema_on_postgresql(postgres_url):
 def test_recorder_keeps_counters_in_step_on_postgresql(tmp_path, postgres_url):
     """PostgreSQL has no counter triggers: the recorder's own UPDATE keeps the run's counters."""
     root = write_benchmark(tmp_path / "benchmark")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     scenario = loader.load_scenario(root / "scenarios" / "P1-B1-S1")
     statuses = ["passed", "failed", "error", "skipped"]
     recorder = Recorder(postgres_url, "s1")

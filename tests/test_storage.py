@@ -9,8 +9,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import Session, SQLModel, select
 
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.execution.outcome import Outcome, provenance
-from pytest_helmbench.storage.recorder import SCHEMA_HEAD, Recorder, StorageError, make_engine, upgrade
+from pytest_helmbench.storage.engine import SCHEMA_HEAD, StorageError, make_engine, upgrade
+from pytest_helmbench.storage.recorder import Recorder
 from pytest_helmbench.storage.tables import (
     CachedResponse,
     Condition,
@@ -28,7 +30,7 @@ from tests.benchfiles import write_benchmark
 @pytest.fixture
 def outcomes(tmp_path):
     root = write_benchmark(tmp_path / "benchmark")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     scenario = loader.load_scenario(root / "scenarios" / "P1-B1-S1")
     made = []
     for case in expand(scenario, ["m/one"]):
@@ -55,7 +57,7 @@ def outcomes(tmp_path):
 def test_migrations_match_the_models_and_are_idempotent(tmp_path):
     from alembic import command
 
-    from pytest_helmbench.storage.recorder import alembic_config
+    from pytest_helmbench.storage.engine import alembic_config
 
     url = f"sqlite:///{tmp_path / 'h.db'}"
     command.upgrade(alembic_config(url), "head")  # every migration, from nothing
@@ -68,7 +70,7 @@ def test_migrations_match_the_models_and_are_idempotent(tmp_path):
 def test_schema_head_is_the_newest_migration():
     from alembic.script import ScriptDirectory
 
-    from pytest_helmbench.storage.recorder import alembic_config
+    from pytest_helmbench.storage.engine import alembic_config
 
     assert ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head() == SCHEMA_HEAD
 
@@ -77,7 +79,7 @@ def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one
     """The fast path for a new database gives what the migrations give, and Alembic agrees it is current."""
     from alembic import command
 
-    from pytest_helmbench.storage.recorder import alembic_config
+    from pytest_helmbench.storage.engine import alembic_config
 
     built, migrated = f"sqlite:///{tmp_path / 'built.db'}", f"sqlite:///{tmp_path / 'migrated.db'}"
     upgrade(built)
@@ -105,7 +107,7 @@ def test_a_new_database_is_built_from_the_models_and_stamped_like_a_migrated_one
 def test_upgrades_an_old_database_keeping_its_rows(tmp_path):
     from alembic import command
 
-    from pytest_helmbench.storage.recorder import alembic_config
+    from pytest_helmbench.storage.engine import alembic_config
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     command.upgrade(alembic_config(url), "0001")

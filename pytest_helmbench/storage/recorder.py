@@ -1,164 +1,32 @@
 """Write outcomes to the database (outcome -> storage). Only the controller process writes.
 
 Each Result is committed in its own transaction together with its run's counters, so the counters
-always agree with the rows and a crash loses nothing that finished.
+always agree with the rows and a crash loses nothing that finished. Two sessions may write into one
+database at once: each has its own runs, content rows are upserted atomically (content.py), and the
+cache entries of a batch are written in key order, so neither waits on the other in a cycle.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import (
-    Column,
-    MetaData,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    bindparam,
-    delete,
-    event,
-    insert,
-    inspect,
-    update,
-)
-from sqlalchemy import (
-    select as core_select,
-)
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, select
 
-from ..errors import HelmbenchError
 from ..execution.outcome import Outcome
 from ..status import RunStatus, Status
-from ..suite.loader import content_hash
-from .tables import (
-    LLM,
-    RUN_COUNTER_TRIGGERS,
-    Behaviour,
-    Benchmark,
-    CachedResponse,
-    Condition,
-    EvaluationRun,
-    Perturbation,
-    Pillar,
-    Result,
-    Scenario,
-    ScenarioConditionLink,
-    ScenarioUserContextLink,
-    UserContext,
-    utcnow,
-)
+from .content import ContentIds, ContentRows
+from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
+from .tables import LLM, RUN_COUNTER_TRIGGERS, CachedResponse, EvaluationRun, Result, utcnow
 
-if TYPE_CHECKING:
-    from alembic.config import Config
-
-log = logging.getLogger(__name__)
-
-# The newest migration in migrations/versions (a test keeps the two equal). A database stamped with
-# it needs no migration, so a run opens it without importing Alembic.
-SCHEMA_HEAD = "0003"
 CACHE_BATCH = 32
 CACHE_BATCH_SECONDS = 2.0
-
-
-class StorageError(HelmbenchError):
-    """The database cannot be opened, migrated or written."""
-
-
-def migrations_dir() -> Path:
-    """The Alembic scripts: inside the installed package, or the checkout's top-level migrations/."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "migrations", package.parent / "migrations"):
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise StorageError(
-        "the Alembic migrations are missing from this installation (reinstall pytest-helmbench)"
-    )
-
-
-def alembic_config(db_url: str) -> Config:
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(migrations_dir()))
-    config.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
-    return config
-
-
-def _sqlite_pragmas(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # WAL + NORMAL: a commit survives a killed process (only an OS crash may lose the last ones)
-        # and costs no fsync per Result, which was most of the per-case overhead.
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-
-def make_engine(db_url: str) -> Engine:
-    """An engine for the URL; a SQLite file's folder is created, WAL and a busy timeout set."""
-    try:
-        url = make_url(db_url)
-    except Exception as exc:  # sqlalchemy raises ArgumentError and friends
-        raise StorageError(f"--helmbench-db: {db_url!r} is not a valid SQLAlchemy URL ({exc})") from None
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        folder = Path(url.database).expanduser().parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot create the folder {folder} for the database {safe_url(db_url)}: {exc.strerror}"
-            ) from None
-    engine = create_engine(url, connect_args={"timeout": 30} if url.get_backend_name() == "sqlite" else {})
-    if url.get_backend_name() == "sqlite":
-        _sqlite_pragmas(engine)
-    return engine
-
-
-def upgrade(db_url: str) -> None:
-    """Bring the database to SCHEMA_HEAD (idempotent).
-
-    One already there needs nothing. A new, empty one gets its tables from the models and is stamped
-    with the head revision, as Alembic recommends for a new database (a test proves the result equals
-    the migrated schema). Any other runs the migrations."""
-    try:
-        engine = make_engine(db_url)
-        try:
-            with engine.begin() as connection:
-                state = _schema_state(connection)
-                if state == "empty":
-                    SQLModel.metadata.create_all(connection)
-                    _ALEMBIC_VERSION.create(connection)
-                    connection.execute(insert(_ALEMBIC_VERSION).values(version_num=SCHEMA_HEAD))
-        finally:
-            engine.dispose()
-        if state == "behind":
-            from alembic import command
-
-            command.upgrade(alembic_config(db_url), "head")
-    except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is not installed
-        raise StorageError(
-            f"cannot migrate the database {safe_url(db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
-        ) from None
-
-
-# Alembic's own version table, as `alembic stamp` creates it.
-_ALEMBIC_VERSION = Table(
-    "alembic_version",
-    MetaData(),
-    Column("version_num", String(32), nullable=False),
-    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
-)
 
 
 def _has_counter_triggers(engine: Engine) -> bool:
@@ -171,26 +39,6 @@ def _has_counter_triggers(engine: Engine) -> bool:
     return set(RUN_COUNTER_TRIGGERS) <= names
 
 
-def _schema_state(connection: Connection) -> str:
-    """'current' (stamped with SCHEMA_HEAD), 'empty' (no table at all) or 'behind' (migrate it)."""
-    tables = set(inspect(connection).get_table_names())
-    if not tables:
-        return "empty"
-    if "alembic_version" in tables:
-        versions = connection.execute(core_select(_ALEMBIC_VERSION.c.version_num)).scalars().all()
-        if versions == [SCHEMA_HEAD]:
-            return "current"
-    return "behind"
-
-
-def safe_url(db_url: str) -> str:
-    """The URL with any password hidden, for messages."""
-    try:
-        return make_url(db_url).render_as_string(hide_password=True)
-    except Exception:
-        return "<invalid URL>"
-
-
 class Recorder:
     """Stores the outcomes of one pytest session: one EvaluationRun per model, one Result per case."""
 
@@ -200,14 +48,10 @@ class Recorder:
         upgrade(db_url)
         self.engine = make_engine(db_url)
         self.runs: dict[str, int] = {}
-        self._ids: dict[tuple[Any, ...], int] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
-        self._scenarios: dict[
-            tuple[Any, ...], tuple[int, int]
-        ] = {}  # (benchmark id, scenario id) per exact content
-        self._components: dict[tuple[Any, ...], int] = {}  # (kind, scenario id, code, hash) -> row id
+        self.content = ContentRows(self.engine.dialect.name)
         self._conn: Connection | None = None
         # Fresh answers for the response cache are written with every CACHE_BATCH-th Result (or after
         # CACHE_BATCH_SECONDS), in that Result's transaction, and at finish: one statement per Result
@@ -231,10 +75,8 @@ class Recorder:
         if self._conn is not None:
             self._conn.close()  # it may be unusable: the next Result opens another
             self._conn = None
-        self._ids.clear()
         self._run_rows.clear()
-        self._scenarios.clear()
-        self._components.clear()
+        self.content.forget()
 
     def _connection(self) -> Connection:
         """One connection for every Result of the session (a pool checkout per Result cost more
@@ -242,135 +84,6 @@ class Recorder:
         if self._conn is None or self._conn.invalidated or self._conn.closed:
             self._conn = self.engine.connect()
         return self._conn
-
-    def _upsert(
-        self, session: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
-    ) -> int:
-        key = (table.__name__, tuple(sorted(match.items())))
-        if key in self._ids:
-            return self._ids[key]
-        # Core statements: loading and flushing ORM objects cost ~1 ms per content row, paid for
-        # every component of the benchmark on a run's first cases.
-        columns = table.__table__.c  # type: ignore[attr-defined]
-        row_id = session.execute(
-            core_select(columns.id).where(*(columns[c] == v for c, v in match.items()))
-        ).scalar()
-        if row_id is None:
-            row = table(**match, **values)  # the model applies its defaults and types
-            data = {c.name: getattr(row, c.name) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
-            row_id = session.execute(insert(table.__table__).values(**data)).inserted_primary_key[0]  # type: ignore[attr-defined]
-        self._ids[key] = row_id
-        return row_id
-
-    def _link(self, session: Session, table: type[SQLModel], **ids: int) -> None:
-        key = (table.__name__, tuple(sorted(ids.items())))
-        if key not in self._ids:
-            columns = table.__table__.c  # type: ignore[attr-defined]
-            if (
-                session.execute(
-                    core_select(columns[next(iter(ids))]).where(*(columns[c] == v for c, v in ids.items()))
-                ).first()
-                is None
-            ):
-                session.execute(insert(table.__table__).values(**ids))  # type: ignore[attr-defined]
-        self._ids[key] = 1
-
-    def _content(self, session: Session | None, prov: dict[str, Any]) -> dict[str, int | None] | None:
-        """Upsert the content rows of one case by code and content hash; return their ids.
-
-        Without a session, only what this recorder already knows: None when a row is new to it."""
-        key = _scenario_key(prov)
-        if key not in self._scenarios:
-            if session is None:
-                return None
-            self._scenarios[key] = self._scenario_ids(session, prov)
-        benchmark_id, scenario_id = self._scenarios[key]
-        ids: dict[str, int | None] = {
-            "benchmark": benchmark_id,
-            "scenario": scenario_id,
-            "user_context": None,
-        }
-        for kind in ("condition", "user_context", "perturbation"):
-            c = prov[kind]
-            if c is not None:
-                key = (kind, scenario_id, c["code"], c["hash"])
-                if key not in self._components:
-                    if session is None:
-                        return None
-                    self._components[key] = self._component_id(
-                        session, kind, c, scenario_id, prov["scenario"]["code"]
-                    )
-                ids[kind] = self._components[key]
-        return ids
-
-    def _component_id(
-        self, session: Session, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str
-    ) -> int:
-        if kind == "perturbation":
-            return self._upsert(
-                session,
-                Perturbation,
-                {"scenario_id": scenario_id, "code": c["code"], "content_hash": c["hash"]},
-                {**_component_values(c), "full_code": f"{scenario_code}-{c['code']}", "style": c["style"]},
-            )
-        table, link, column = (
-            (Condition, ScenarioConditionLink, "condition_id")
-            if kind == "condition"
-            else (UserContext, ScenarioUserContextLink, "user_context_id")
-        )
-        row_id = self._upsert(
-            session, table, {"code": c["code"], "content_hash": c["hash"]}, _component_values(c)
-        )
-        self._link(session, link, scenario_id=scenario_id, **{column: row_id})
-        return row_id
-
-    def _scenario_ids(self, session: Session, prov: dict[str, Any]) -> tuple[int, int]:
-        """Benchmark, pillar, behaviour and scenario rows of a case: (benchmark id, scenario id)."""
-        b = prov["benchmark"]
-        benchmark_id = self._upsert(
-            session,
-            Benchmark,
-            {"version": b["version"], "content_hash": b["hash"]},
-            {"description": b["description"]},
-        )
-        p = prov["pillar"]
-        pillar_id = self._upsert(
-            session,
-            Pillar,
-            {"benchmark_id": benchmark_id, "code": p["code"], "content_hash": content_hash(p)},
-            {"name": p["name"], "description": p["description"]},
-        )
-        h = prov["behaviour"]
-        behaviour_id = self._upsert(
-            session,
-            Behaviour,
-            {"pillar_id": pillar_id, "full_code": h["code"], "content_hash": content_hash(h)},
-            {
-                "code": h["code"].split("-")[-1],
-                "title": h["title"],
-                "description": h["description"],
-                "compliance_criteria": h["compliance"],
-            },
-        )
-        s = prov["scenario"]
-        scenario_id = self._upsert(
-            session,
-            Scenario,
-            {"behaviour_id": behaviour_id, "full_code": s["code"], "content_hash": s["hash"]},
-            {
-                "code": s["code"].split("-")[-1],
-                "title": s["title"],
-                "content": s["content"],
-                "category": s["category"],
-                "response_schema": s["response_format"],
-                "evaluation_config": s["evaluation"],
-                "criteria": s["criteria"],
-                "risk": s["risk"],
-                "critical": s["critical"],
-                "meta": s["meta"],
-            },
-        )
-        return benchmark_id, scenario_id
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
         """The counters of `model`'s run: this process is its only writer, so where no trigger keeps
@@ -383,7 +96,7 @@ class Recorder:
             run = session.get(EvaluationRun, self.runs[model])
             assert run is not None
         else:
-            llm_id = self._upsert(session, LLM, {"model_id": model}, {})
+            llm_id = self.content.upsert(session, LLM, {"model_id": model}, {})
             run = EvaluationRun(
                 benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options
             )
@@ -414,7 +127,7 @@ class Recorder:
         """
         try:
             connection = self._connection()
-            known = self._content(None, outcome.provenance)
+            known = self.content.known(outcome.provenance)
             run = self._run_rows.get(outcome.model)
             if (
                 known is not None
@@ -428,8 +141,7 @@ class Recorder:
                     self._write(connection, run, outcome, known)
             else:
                 with Session(connection, expire_on_commit=False) as session:
-                    ids = self._content(session, outcome.provenance)
-                    assert ids is not None
+                    ids = self.content.ids(session, outcome.provenance)
                     run = self._run(session, outcome.model, ids["benchmark"], options)
                     if (
                         run.id in self._adopted
@@ -445,9 +157,7 @@ class Recorder:
             run_id = run.id
         except SQLAlchemyError as exc:
             self._forget()
-            raise StorageError(
-                f"cannot write to {safe_url(self.db_url)}: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
-            ) from None
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
         except BaseException:
             self._forget()
             raise
@@ -458,10 +168,8 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
-    def _write(
-        self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: dict[str, int | None]
-    ) -> None:
-        """The Result row, its run's counters and the fresh answers for the cache, in the caller's transaction."""
+    def _write(self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: ContentIds) -> None:
+        """The Result row, its run's counters and the fresh cache entries, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
         if not self._counted_by_triggers:
@@ -499,6 +207,7 @@ class Recorder:
         if not entries:
             return
         fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
+        fresh = dict(sorted(fresh.items()))  # one lock order for every session: no deadlock between two
         upsert = _UPSERT_CACHED.get(self.engine.dialect.name)
         if upsert is not None:
             db.execute(upsert, list(fresh.values()))
@@ -523,33 +232,7 @@ class Recorder:
         self._pending_cache.clear()
 
 
-def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:
-    """Identifies the benchmark, pillar, behaviour and scenario rows of a case (codes, hashes, texts)."""
-    b, p, h, s = prov["benchmark"], prov["pillar"], prov["behaviour"], prov["scenario"]
-    return (
-        b["version"],
-        b["hash"],
-        p["code"],
-        p["name"],
-        p["description"],
-        h["code"],
-        h["title"],
-        h["description"],
-        h["compliance"],
-        s["code"],
-        s["hash"],
-    )
-
-
-def _component_values(c: dict[str, Any]) -> dict[str, Any]:
-    return {"title": c["title"], "content": c["content"], "severity": c["severity"], "meta": c["meta"]}
-
-
-def _result(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> Result:
-    return Result(**_result_values(outcome, run_id, ids))
-
-
-def _result_values(outcome: Outcome, run_id: int, ids: dict[str, int | None]) -> dict[str, Any]:
+def _result_values(outcome: Outcome, run_id: int, ids: ContentIds) -> dict[str, Any]:
     """The Result row's columns (every one given: a Core insert applies no model defaults)."""
     return dict(
         run_id=run_id,
@@ -616,7 +299,7 @@ def _upsert_cached(dialect_insert: Any) -> Any:
     )
 
 
-# One statement where the dialect has INSERT .. ON CONFLICT (also safe against another session writing the key).
+# One statement where the dialect has INSERT .. ON CONFLICT (safe against another session writing the key).
 _UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert_cached(postgresql_insert)}
 
 

@@ -1,0 +1,324 @@
+"""Storage loses nothing: concurrent sessions into one database (SQLite and a real PostgreSQL), and a
+database HELMBench cannot use is a one-line error naming the fix, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
+from typer.testing import CliRunner
+
+from pytest_helmbench.cli import app
+from pytest_helmbench.evaluation.builtin import builtin_registry
+from pytest_helmbench.execution.outcome import Outcome, provenance
+from pytest_helmbench.storage.engine import SCHEMA_HEAD, StorageError, make_engine, upgrade
+from pytest_helmbench.storage.recorder import Recorder
+from pytest_helmbench.suite.cases import expand
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.prompt import compose
+from tests.benchfiles import write_benchmark
+
+runner = CliRunner()
+SCENARIOS = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1")
+MODELS = "marking_model: judge/model\nmodels:\n  - id: openai/gpt-4o-mini\n  - id: vendor/other\n"
+# Each content table and the columns that identify one of its rows.
+CONTENT_KEYS = {
+    "benchmark": "version, content_hash",
+    "pillar": "benchmark_id, code, content_hash",
+    "behaviour": "pillar_id, full_code, content_hash",
+    "scenario": "behaviour_id, full_code, content_hash",
+    "condition": "code, content_hash",
+    "usercontext": "code, content_hash",
+    "perturbation": "scenario_id, code, content_hash",
+    "llm": "model_id",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new database: a SQLite file, or a database on the test session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'results.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def query(url: str, sql: str) -> list[tuple]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+def execute(url: str, sql: str) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+    finally:
+        engine.dispose()
+
+
+def make_outcomes(root: Path, model: str) -> list[Outcome]:
+    """One passed outcome per case of the benchmark at `root`, for `model`."""
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
+    made = []
+    for folder in loader.scenario_dirs():
+        for case in expand(loader.load_scenario(folder), [model]):
+            prompt = compose(case)
+            prov = provenance(case, loader.info())
+            made.append(
+                Outcome("passed", "ok", model, case.code, f"id::{case.code}", prompt.text, prompt.hash, prov)
+            )
+    return made
+
+
+def assert_no_duplicate_content(url: str) -> None:
+    for table, key in CONTENT_KEYS.items():
+        duplicates = query(url, f"select {key}, count(*) from {table} group by {key} having count(*) > 1")
+        assert duplicates == [], f"duplicate {table} rows: {duplicates}"
+
+
+def assert_counters_agree(url: str) -> None:
+    runs = query(url, "select id, passed_tests, failed_tests, error_tests, skipped_tests from evaluationrun")
+    for run_id, *counted in runs:
+        found = dict(
+            query(url, f"select status, count(*) from result where run_id = {run_id} group by status")
+        )
+        assert counted == [found.get(s, 0) for s in ("passed", "failed", "error", "skipped")]
+
+
+# --- atomic upserts and a serialised schema ----------------------------------------------------------
+
+
+def test_a_content_row_written_by_another_session_in_between_is_reused(tmp_path, db_url):
+    """Session B is about to insert the benchmark row when session A writes it: B uses A's row."""
+    root = write_benchmark(tmp_path / "benchmark", scenarios=SCENARIOS)
+    first, second = Recorder(db_url, "a"), Recorder(db_url, "b")
+    mine, theirs = make_outcomes(root, "m/one"), make_outcomes(root, "m/two")
+    interleaved: list[int] = []
+
+    def the_other_session_goes_first(_conn, _cursor, statement, *_args) -> None:
+        if not interleaved and statement.lstrip().upper().startswith("INSERT INTO BENCHMARK"):
+            interleaved.append(first.record(theirs[0], {}))
+
+    event.listen(second.engine, "before_cursor_execute", the_other_session_goes_first)
+    try:
+        second.record(mine[0], {})
+        for outcome in theirs[1:]:
+            first.record(outcome, {})
+        for outcome in mine[1:]:
+            second.record(outcome, {})
+        first.finish({})
+        second.finish({})
+    finally:
+        first.close()
+        second.close()
+    assert interleaved, "the other session did not write in between"
+    assert query(db_url, "select count(*) from benchmark") == [(1,)]
+    assert query(db_url, "select count(*) from scenario") == [(len(SCENARIOS),)]
+    assert query(db_url, "select count(*), count(distinct run_id) from result") == [(2 * len(mine), 2)]
+    assert_no_duplicate_content(db_url)
+    assert_counters_agree(db_url)
+
+
+def test_two_processes_creating_one_database_at_once_both_succeed(db_url):
+    """One process is midway through creating the tables when another opens the same new database."""
+    paused, other_done = threading.Event(), threading.Event()
+    main = threading.current_thread()
+
+    def pause_midway(_conn, _cursor, statement, *_args) -> None:
+        if threading.current_thread() is main and "CREATE TABLE" in statement and not paused.is_set():
+            paused.set()
+            other_done.wait(timeout=3)  # the lock keeps the other one waiting: it cannot finish meanwhile
+
+    def other_process() -> None:
+        paused.wait(timeout=30)
+        try:
+            upgrade(db_url)
+            errors.append(None)
+        except StorageError as exc:
+            errors.append(exc)
+        finally:
+            other_done.set()
+
+    errors: list[StorageError | None] = []
+    event.listen(Engine, "before_cursor_execute", pause_midway)
+    other = threading.Thread(target=other_process)
+    other.start()
+    try:
+        upgrade(db_url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", pause_midway)
+        paused.set()
+        other.join(timeout=60)
+    assert paused.is_set() and errors == [None]
+    assert query(db_url, "select version_num from alembic_version") == [(SCHEMA_HEAD,)]
+    recorder = Recorder(db_url, "s")  # a usable database
+    recorder.close()
+
+
+# --- two pytest -n 2 sessions at the same time ---------------------------------------------------------
+
+
+def start_session(project: Path, db_url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benchmark", "-q", "-n", "2", "-p", "no:cacheprovider"]
+        + ["-p", "no:randomly", f"--helmbench-db={db_url}"],
+        cwd=project,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_two_xdist_sessions_into_one_database_at_once_store_everything(tmp_path, db_url, helm_env):
+    project = tmp_path / "project"
+    (project / "pytest.ini").parent.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    root = write_benchmark(project / "benchmark", scenarios=SCENARIOS, models=MODELS)
+    codes = {o.case_code for o in make_outcomes(root, "m")}
+    helm_env.latency = 0.02  # both sessions are still calling when the other starts writing
+    sessions = [start_session(project, db_url), start_session(project, db_url)]
+    outputs = [session.communicate(timeout=300)[0] for session in sessions]
+    for session, output in zip(sessions, outputs, strict=True):
+        assert session.returncode in (0, 1), output[-3000:]  # 1: some answers fail the evaluation
+        for sign in ("INTERNALERROR", "Traceback", "RESULTS NOT RECORDED"):
+            assert sign not in output, output[-3000:]
+    runs = query(db_url, "select id, session_id, status, started_at, finished_at from evaluationrun")
+    assert len(runs) == 4 and {run[2] for run in runs} == {"completed"}
+    assert len({run[1] for run in runs}) == 2, "two sessions, one run per model each"
+    for run_id, *_ in runs:
+        stored = query(db_url, f"select case_code from result where run_id = {run_id}")
+        assert sorted(code for (code,) in stored) == sorted(codes), f"run {run_id} is missing Results"
+    by_session: dict[str, list[tuple]] = {}
+    for run in runs:
+        by_session.setdefault(run[1], []).append(run)
+    (a, b) = ((min(r[3] for r in s), max(r[4] for r in s)) for s in by_session.values())
+    assert a[0] < b[1] and b[0] < a[1], "the two sessions did not overlap: this test proves nothing"
+    assert query(db_url, "select count(*) from scenario") == [(len(SCENARIOS),)]
+    assert_no_duplicate_content(db_url)
+    assert_counters_agree(db_url)
+
+
+# --- databases HELMBench cannot use --------------------------------------------------------------------
+
+
+def test_a_database_at_a_newer_revision_is_a_one_line_error(db_url):
+    upgrade(db_url)
+    execute(db_url, "update alembic_version set version_num = '0999'")
+    with pytest.raises(StorageError) as raised:
+        upgrade(db_url)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"revision 0999, newer than this HELMBench knows (its newest is {SCHEMA_HEAD})" in message
+    assert "upgrade HELMBench" in message
+    result = runner.invoke(app, ["costs", "--db", db_url])
+    assert result.exit_code == 1 and result.output.startswith("error: the database")
+    assert "0999" in result.output and len(result.output.splitlines()) == 1
+
+
+def test_a_pytest_run_into_a_newer_database_stops_with_one_line(pytester, helm_env, tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'newer.db'}"
+    upgrade(db_url)
+    execute(db_url, "update alembic_version set version_num = '0999'")
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    result = pytester.runpytest("benchmark", "-p", "no:randomly", f"--helmbench-db={db_url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert any("revision 0999, newer than this HELMBench knows" in line for line in result.stdout.lines)
+    assert helm_env.chat_requests == [], "nothing may be paid for before the database is usable"
+
+
+def test_tables_without_a_revision_name_db_stamp_which_fixes_it(db_url):
+    upgrade(db_url)
+    execute(db_url, "delete from alembic_version")
+    with pytest.raises(
+        StorageError, match="no schema revision: if this HELMBench made them, run `helmbench db stamp"
+    ):
+        upgrade(db_url)
+    result = runner.invoke(app, ["db", "stamp", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    assert f"stamped with revision {SCHEMA_HEAD}" in result.output
+    upgrade(db_url)  # usable again
+    Recorder(db_url, "s").close()
+    again = runner.invoke(app, ["db", "stamp", "--db", db_url])
+    assert again.exit_code == 0 and "already stamped" in again.output
+
+
+def test_db_stamp_refuses_tables_that_are_not_this_revisions(db_url):
+    upgrade(db_url)
+    execute(db_url, "delete from alembic_version")
+    execute(db_url, "drop table cachedresponse")
+    result = runner.invoke(app, ["db", "stamp", "--db", db_url])
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert f"are not those of revision {SCHEMA_HEAD} (add_table cachedresponse" in result.output
+    assert query(db_url, "select count(*) from alembic_version") == [(0,)]
+
+
+def test_db_stamp_on_an_empty_database_points_to_db_upgrade(tmp_path, db_url):
+    if db_url.startswith("sqlite"):
+        (tmp_path / "results.db").touch()
+    result = runner.invoke(app, ["db", "stamp", "--db", db_url])
+    assert result.exit_code == 1 and "`helmbench db upgrade` creates them" in result.output
+
+
+@pytest.mark.parametrize("url", ["sqlite:///:memory:", "sqlite://", "sqlite:///file:x?mode=memory&uri=true"])
+def test_an_in_memory_sqlite_database_is_refused(url):
+    with pytest.raises(StorageError, match="in-memory SQLite database, which keeps nothing"):
+        make_engine(url)
+
+
+def test_a_pytest_run_into_memory_is_refused_before_any_call(pytester, helm_env):
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    result = pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-db=sqlite:///:memory:")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any("in-memory SQLite database" in line for line in result.stdout.lines)
+    assert helm_env.chat_requests == []
+
+
+# --- read-only commands never create a database ---------------------------------------------------------
+
+
+def command_args(command: str, tmp_path: Path) -> list[str]:
+    return {
+        "costs": ["costs"],
+        "report": ["report", "--out", str(tmp_path / "out" / "report.html")],
+        "export": ["export", "--format", "csv", "--out", str(tmp_path / "out" / "rows.csv")],
+    }[command]
+
+
+@pytest.mark.parametrize("command", ["costs", "report", "export"])
+def test_read_only_commands_leave_no_file_behind(tmp_path, command):
+    missing = tmp_path / "nowhere" / "results.db"
+    result = runner.invoke(app, [*command_args(command, tmp_path), "--db", f"sqlite:///{missing}"])
+    assert result.exit_code == 1 and result.output.startswith("error: no database at")
+    assert list(tmp_path.iterdir()) == [], "a folder, database, lock or output file was left behind"
+
+
+@pytest.mark.parametrize("command", ["costs", "report", "export"])
+def test_read_only_commands_never_create_tables(tmp_path, db_url, command):
+    """An empty SQLite file or PostgreSQL database stays empty: no table is created in it."""
+    if db_url.startswith("sqlite"):
+        (tmp_path / "results.db").touch()
+    result = runner.invoke(app, [*command_args(command, tmp_path), "--db", db_url])
+    assert result.exit_code == 1 and "holds no HELMBench results" in result.output
+    assert len(result.output.splitlines()) == 1
+    tables = (
+        "select name from sqlite_master where type = 'table'"
+        if db_url.startswith("sqlite")
+        else "select tablename from pg_tables where schemaname = 'public'"
+    )
+    assert query(db_url, tables) == []
+    assert not (tmp_path / "out").exists()
