@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BenchmarkError, ConfigError
-from .suite.markdown import load_yaml, read_text
+from .suite.files import BenchmarkFiles
+from .suite.markdown import load_yaml
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 API_KINDS = ("openrouter", "openai")
@@ -111,9 +112,10 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
 
 def load_models_file(path: Path) -> ModelsFile:
     """Parse models.yml; a missing file means no default models."""
-    if not path.is_file():
+    files = BenchmarkFiles(path.parent)  # a stranger's file: no link out of the root, no FIFO, no alias
+    if not files.is_file(path):
         return ModelsFile(None, ())
-    data = load_yaml(read_text(path), path) or {}
+    data = load_yaml(files.read_text(path), path) or {}
     if not isinstance(data, dict):
         raise BenchmarkError(path, "models.yml must be a mapping with 'marking_model' and 'models'")
     entries = data.get("models") or []
@@ -318,6 +320,11 @@ OPTIONS: tuple[Option, ...] = (
         "fail-under",
         "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
         "HELMBENCH_FAIL_UNDER",
+    ),
+    Option(
+        "max-file-size",
+        "largest benchmark file read, in bytes (default 1048576 = 1 MB); a larger one is a collection error",
+        "HELMBENCH_MAX_FILE_SIZE",
     ),
 )
 

@@ -20,6 +20,7 @@ from .reporting.terminal import failure_text
 from .state import HelmbenchState
 from .status import Status
 from .suite.cases import Case, expand
+from .suite.files import BenchmarkFiles
 from .suite.prompt import compose
 
 
@@ -55,6 +56,20 @@ class ScenarioFile(pytest.File):
                     case=case,
                     repeat=repeat,
                 )
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, HelmbenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class OutsideLink(pytest.Directory):
+    """A folder link under the benchmark root that leads outside it: a collection error naming the
+    link, and pytest never walks (lists, imports from) what it points to."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        BenchmarkFiles(HelmbenchState.get(self.config).root).check(self.path)  # raises, naming the link
+        return iter(())
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, HelmbenchError):

@@ -17,13 +17,14 @@ from .controller import ControllerHooks
 from .errors import HelmbenchError
 from .execution.outcome import CaseError, Outcome
 from .execution.prefetch import Prefetch, held_back, start_prefetch
-from .items import CaseItem, ScenarioFile, case_items, keep_cases, sort_cases
+from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, sort_cases
 from .options import add_options
 from .reporting.html_extras import HTML_COLUMNS, html_cells, html_extras_for
 from .reporting.terminal import failure_text
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
 from .suite.cases import parse_selectors
+from .suite.files import leads_outside
 from .suite.prompt import compose
 from .suite.sampling import sample_codes
 from .xdist_hooks import XdistHooks
@@ -70,6 +71,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     HelmbenchState.get(session.config).session = session
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A folder link under the benchmark root that leads out of it: an error, never walked."""
+    if leads_outside(HelmbenchState.get(parent.config).root, path):
+        return OutsideLink.from_parent(parent, path=path)
+    return None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

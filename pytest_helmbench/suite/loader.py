@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,13 +18,16 @@ from typing import Any
 
 from ..codes import BEHAVIOUR_CODE, SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
-from .markdown import RawComponent, load_yaml, read_text, split_consolidated, split_frontmatter, to_xml
+from .evaluation_spec import EvaluationSpec, EvaluationTypes, parse_evaluation
+from .files import DEFAULT_MAX_FILE_SIZE, BenchmarkFiles
+from .markdown import RawComponent, load_yaml, split_consolidated, split_frontmatter, to_xml
 
 log = logging.getLogger(__name__)
 
-EVALUATION_TYPES = ("category_match", "list_includes", "sqe")
 RISK_LEVELS = ("none", "low", "high", "imminent")
 SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: Collected as a scenario file: `S<n>.md` and look-alikes (`S01.md`), which must then match their folder.
+SCENARIO_FILE_LIKE = re.compile(r"^[Ss]\d+\.md$")
 
 
 @dataclass(frozen=True)
@@ -67,16 +71,6 @@ class Component:
     def style(self) -> str | None:
         value = self.meta.get("style")
         return str(value) if value is not None else None
-
-
-@dataclass(frozen=True)
-class EvaluationSpec:
-    """How a scenario's answer is judged."""
-
-    type: str
-    field: str
-    expected: str | None = None
-    required: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,11 +182,12 @@ def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in value.items()}
 
 
-def parse_benchmark_info(path: Path) -> BenchmarkInfo:
+def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> BenchmarkInfo:
     """Parse benchmark.yml; a missing file gives an empty description."""
-    if not path.is_file():
+    files = files or BenchmarkFiles(path.parent)
+    if not files.is_file(path):
         return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"))
-    data = load_yaml(read_text(path), path) or {}
+    data = load_yaml(files.read_text(path), path) or {}
     if not isinstance(data, dict):
         raise BenchmarkError(
             path,
@@ -267,29 +262,32 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     )
 
 
-def parse_individual(kind: Kind, path: Path) -> Component:
+def parse_individual(kind: Kind, path: Path, files: BenchmarkFiles | None = None) -> Component:
     """Parse `conditions/C2.md`-style files: the code is the file name, metadata the frontmatter."""
     if not re.fullmatch(rf"{kind.prefix}[1-9]\d*\.md", path.name):
         raise BenchmarkError(
             path, f"file name is not '{kind.prefix}<n>.md'", fix=f"rename it, e.g. {kind.prefix}1.md"
         )
-    doc = split_frontmatter(read_text(path), path)
+    doc = split_frontmatter((files or BenchmarkFiles(path.parent)).read_text(path), path)
     if not doc.body.strip():
         raise BenchmarkError(path, "the component file is empty", fix="write its content, or delete the file")
     raw = RawComponent(path.stem, "", doc.meta, doc.body, 1)
     return make_component(kind, raw, path)
 
 
-def load_components(kind: Kind, folder: Path, warnings: list[str]) -> tuple[Path, list[Component]] | None:
+def load_components(
+    kind: Kind, folder: Path, warnings: list[str], files: BenchmarkFiles | None = None
+) -> tuple[Path, list[Component]] | None:
     """Components of one kind defined in `folder` (consolidated file preferred), or None if none."""
+    files = files or BenchmarkFiles(folder)
     consolidated = folder / kind.consolidated
     individual = folder / kind.folder
-    if consolidated.is_file():
-        if individual.is_dir():
+    if files.is_file(consolidated):
+        if files.is_dir(individual):
             warnings.append(
                 f"{individual}: ignored because {consolidated.name} is present (the consolidated file wins)"
             )
-        text = read_text(consolidated)
+        text = files.read_text(consolidated)
         if not text.strip():
             raise BenchmarkError(
                 consolidated,
@@ -301,15 +299,15 @@ def load_components(kind: Kind, folder: Path, warnings: list[str]) -> tuple[Path
             for raw in split_consolidated(text, consolidated, kind.prefix)
         ]
         source = consolidated
-    elif individual.is_dir():
-        files = sorted(individual.glob("*.md"), key=lambda p: code_sort_key(p.stem))
-        if not files:
+    elif files.is_dir(individual):
+        paths = sorted(files.markdown_files(individual), key=lambda p: code_sort_key(p.stem))
+        if not paths:
             raise BenchmarkError(
                 individual,
                 "the folder holds no component file",
                 fix=f"add {kind.prefix}1.md or delete the folder",
             )
-        components = [parse_individual(kind, f) for f in files]
+        components = [parse_individual(kind, f, files) for f in paths]
         source = individual
     else:
         return None
@@ -335,8 +333,13 @@ class _Cached:
 class BenchmarkLoader:
     """Loads scenarios of one benchmark root, caching what many scenarios share."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, *, evaluation_types: EvaluationTypes, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    ) -> None:
         self.root = root
+        self.files = BenchmarkFiles(root, max_file_size)  # every read stays inside the root
+        self._links: _Cached | None = None
+        self.evaluation_types = evaluation_types  # the evaluator registry: the loader knows no type itself
         self.warnings: list[str] = []
         self._shared: dict[str, _Cached] = {}
         self._index: dict[str, dict[str, dict[str, Path]]] = {}
@@ -351,7 +354,7 @@ class BenchmarkLoader:
         if self._info is None:
             self._info = _Cached()
             try:
-                self._info.value = parse_benchmark_info(self.root / "benchmark.yml")
+                self._info.value = parse_benchmark_info(self.root / "benchmark.yml", self.files)
             except BenchmarkError as exc:
                 self._info.error = exc
         if self._info.error:
@@ -364,7 +367,7 @@ class BenchmarkLoader:
         if cached is None:
             cached = self._shared[kind.name] = _Cached()
             try:
-                cached.value = load_components(kind, self.root, self.warnings)
+                cached.value = load_components(kind, self.root, self.warnings, self.files)
             except BenchmarkError as exc:
                 cached.error = exc
         if cached.error:
@@ -384,7 +387,7 @@ class BenchmarkLoader:
             index: dict[str, dict[str, Path]] = {}
             for folder in [self.root, *self.scenario_dirs()]:
                 try:
-                    found = load_components(kind, folder, [])
+                    found = load_components(kind, folder, [], self.files)
                 except BenchmarkError:
                     continue  # reported by the scenarios that use that file
                 for component in found[1] if found else []:
@@ -400,13 +403,14 @@ class BenchmarkLoader:
                 component.source,
                 f"{kind.name.replace('_', ' ')} {component.code} has different content in {others[0]}",
                 line=component.line,
-                fix=f"a {kind.prefix} code names one thing across the benchmark: make both identical or give one a new code",
+                fix=f"a {kind.prefix} code names one thing across the benchmark: "
+                "make both identical or give one a new code",
             )
 
     def _components_for(
         self, kind: Kind, folder: Path, meta: dict[str, Any], md_path: Path, key: str
     ) -> tuple[Component, ...]:
-        found = load_components(kind, folder, self.warnings) or self.shared(kind)
+        found = load_components(kind, folder, self.warnings, self.files) or self.shared(kind)
         components = found[1] if found else []
         for component in components:
             self._check_unique(kind, component)
@@ -429,6 +433,34 @@ class BenchmarkLoader:
             )
         return tuple(sorted((known[c] for c in dict.fromkeys(wanted)), key=lambda c: code_sort_key(c.code)))
 
+    def check_links(self, folder: Path) -> None:
+        """No link may lead out of the root: one in this scenario's folder fails this scenario, one
+        elsewhere under the root (checked once) fails every scenario."""
+        if self._links is None:
+            self._links = _Cached()
+            try:
+                self.files.check_tree(self.root, skip=frozenset({"scenarios"}))
+                if self.files.is_dir(self.scenarios_dir):
+                    names = frozenset(n for n in os.listdir(self.scenarios_dir) if SCENARIO_DIR.match(n))
+                    self.files.check_tree(self.scenarios_dir, skip=names)
+            except BenchmarkError as exc:
+                self._links.error = exc
+        if self._links.error:
+            raise self._links.error
+        self.files.check_tree(folder)
+
+    def load_scenario_file(self, md_path: Path) -> Scenario:
+        """Load the scenario of a collected `S<n>.md`-like file, which must be its folder's S<n>.md."""
+        match = SCENARIO_DIR.match(md_path.parent.name)
+        expected = f"S{match.group(3)}.md" if match else None
+        if expected is not None and md_path.name != expected:
+            raise BenchmarkError(
+                md_path,
+                f"file name {md_path.name!r} does not match its folder {md_path.parent.name}",
+                fix=f"rename it to {expected} (the number must match the folder's S<n>), or remove it",
+            )
+        return self.load_scenario(md_path.parent)
+
     def load_scenario(self, folder: Path) -> Scenario:
         """Load and validate one scenario folder; raises BenchmarkError naming the file to fix."""
         match = SCENARIO_DIR.match(folder.name)
@@ -436,32 +468,42 @@ class BenchmarkLoader:
             raise BenchmarkError(
                 folder, f"folder name {folder.name!r} is not P<n>-B<n>-S<n>", fix="rename it, e.g. P1-B1-S1"
             )
+        self.check_links(folder)
         number = match.group(3)
         md_path = folder / f"S{number}.md"
-        if not md_path.is_file():
+        if not self.files.is_file(md_path):
             raise BenchmarkError(
                 folder,
                 f"scenario file S{number}.md is missing",
                 fix=f"add S{number}.md (the file name's number must match the folder's S{number})",
             )
         info = self.info()
-        doc = split_frontmatter(read_text(md_path), md_path)
+        doc = split_frontmatter(self.files.read_text(md_path), md_path)
+        if not doc.body.strip():
+            raise BenchmarkError(
+                md_path,
+                "the scenario body is empty",
+                line=doc.body_line,
+                fix="write the scenario's text below the frontmatter",
+            )
         meta = doc.meta
         code = folder.name
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
-        response_format = parse_response_format(folder / f"S{number}.json")
-        evaluation = parse_evaluation(meta, md_path, response_format)
-        criteria = parse_criteria(folder / "criteria.md") if evaluation.type == "sqe" else None
-        if evaluation.type == "sqe" and criteria is None:
+        response_format = parse_response_format(folder / f"S{number}.json", self.files)
+        evaluation, evaluation_type = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
+        criteria = (
+            parse_criteria(folder / "criteria.md", self.files) if evaluation_type.needs_criteria else None
+        )
+        if evaluation_type.needs_criteria and criteria is None:
             raise BenchmarkError(
                 md_path,
-                "evaluation type 'sqe' needs a criteria.md beside it",
+                f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
                 fix="add criteria.md with options, pass_values, response_field, response_type and the rubric",
             )
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
-        found = load_components(PERTURBATION, folder, self.warnings)
+        found = load_components(PERTURBATION, folder, self.warnings, self.files)
         perturbations = tuple(found[1]) if found else ()
         if not conditions:
             raise BenchmarkError(
@@ -520,20 +562,23 @@ class BenchmarkLoader:
         )
 
 
-def parse_response_format(path: Path) -> dict[str, Any]:
+def parse_response_format(path: Path, files: BenchmarkFiles | None = None) -> dict[str, Any]:
     """Read S<n>.json: an OpenAI/OpenRouter `response_format` object, sent unchanged."""
-    if not path.is_file():
+    files = files or BenchmarkFiles(path.parent)
+    if not files.is_file(path):
         raise BenchmarkError(
             path,
             "JSON schema file is missing",
             fix=f"add {path.name} with a response_format object (see README)",
         )
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(files.read_text(path))
     except json.JSONDecodeError as exc:
         raise BenchmarkError(
             path, f"invalid JSON: {exc.msg}", line=exc.lineno, fix="correct the JSON syntax"
         ) from None
+    except RecursionError:
+        raise BenchmarkError(path, "JSON nested too deeply", fix="flatten the schema") from None
     fix = 'use {"type": "json_schema", "json_schema": {"name": "answer", "strict": true, "schema": {...}}}'
     if (
         not isinstance(data, dict)
@@ -570,60 +615,12 @@ def _schema_problem(text: str) -> str | None:
     return None
 
 
-def parse_evaluation(meta: dict[str, Any], path: Path, response_format: dict[str, Any]) -> EvaluationSpec:
-    """Read the scenario's `evaluation` (default category_match on `category`)."""
-    raw = meta.get("evaluation") or {}
-    if not isinstance(raw, dict):
-        raise BenchmarkError(
-            path,
-            "'evaluation' must be a mapping with a 'type'",
-            fix="write e.g. 'evaluation:' then an indented 'type: category_match' line",
-        )
-    kind = raw.get("type", "category_match")
-    if kind not in EVALUATION_TYPES:
-        raise BenchmarkError(
-            path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(EVALUATION_TYPES)}"
-        )
-    properties = response_format["json_schema"]["schema"].get("properties", {})
-    if kind == "sqe":
-        return EvaluationSpec("sqe", str(raw.get("field", "")))
-    default_field = "category" if kind == "category_match" else "tags"
-    fld = str(raw.get("field", default_field))
-    if fld not in properties:
-        raise BenchmarkError(
-            path,
-            f"evaluation field {fld!r} is not a property of the scenario's JSON schema",
-            fix=f"use one of: {', '.join(properties) or '(none)'}",
-        )
-    if kind == "category_match":
-        top, inner = meta.get("category"), raw.get("expected")
-        if top is not None and inner is not None and str(top) != str(inner):
-            raise BenchmarkError(
-                path,
-                f"category {top!r} and evaluation.expected {inner!r} differ",
-                fix="make them the same, or keep only one",
-            )
-        expected = inner if inner is not None else top
-        if expected is None:
-            raise BenchmarkError(
-                path, "category_match needs an expected value", fix="set 'category:' (or evaluation.expected)"
-            )
-        return EvaluationSpec(kind, fld, expected=str(expected))
-    required = raw.get("required")
-    if not isinstance(required, list) or not required or not all(isinstance(v, str) for v in required):
-        raise BenchmarkError(
-            path,
-            "list_includes needs 'required': a non-empty list of values",
-            fix="add e.g. required: [HANDOFF]",
-        )
-    return EvaluationSpec(kind, fld, required=tuple(required))
-
-
-def parse_criteria(path: Path) -> Criteria | None:
-    """Read criteria.md for an sqe scenario (None when absent)."""
-    if not path.is_file():
+def parse_criteria(path: Path, files: BenchmarkFiles | None = None) -> Criteria | None:
+    """Read criteria.md, the rubric of a type that needs one (sqe); None when absent."""
+    files = files or BenchmarkFiles(path.parent)
+    if not files.is_file(path):
         return None
-    doc = split_frontmatter(read_text(path), path)
+    doc = split_frontmatter(files.read_text(path), path)
     meta = doc.meta
     options = meta.get("options")
     if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
