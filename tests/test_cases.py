@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from pytest_helmbench.errors import BenchmarkError
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.suite.cases import Case, Selector, expand, parse_selectors
 from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import STRICT_SCHEMA, write, write_benchmark, write_scenario
 
-SCENARIO_TEXT = "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>"
-CONDITIONS = "# C10: ten\n\n## Role\n\nTen.\n\n# C2\n\n## Role\n\nTwo.\n\n# C1\n---\nseverity: 1\n---\n\n## Role\n\nOne.\n\n\n"
+SCENARIO_TEXT = (
+    "<your_job>\nYou are an AI science tutor for Sydney University. "
+    "Help the user with their request and categorise their request at the end.\n</your_job>"
+)
+CONDITIONS = (
+    "# C10: ten\n\n## Role\n\nTen.\n\n# C2\n\n## Role\n\nTwo.\n\n"
+    "# C1\n---\nseverity: 1\n---\n\n## Role\n\nOne.\n\n\n"
+)
 USER_CONTEXTS = "# U2\n\nSecond user.\n\n# U1\n\n## Memory\n\nFirst user.\n"
 PERTURBATIONS = "# PT2\n\n## User input\n\nsecond\n\n# PT1\n\n## User input\n\nfirst\n"
 
@@ -30,11 +38,11 @@ def root(tmp_path: Path) -> Path:
 
 
 def load(root: Path, code: str = "P1-B1-S1") -> Scenario:
-    return BenchmarkLoader(root).load_scenario(root / "scenarios" / code)
+    return BenchmarkLoader(root, evaluation_types=builtin_registry()).load_scenario(root / "scenarios" / code)
 
 
 def all_cases(root: Path, models: list[str]) -> list[Case]:
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     return [
         case for folder in loader.scenario_dirs() for case in expand(loader.load_scenario(folder), models)
     ]
@@ -214,7 +222,8 @@ def test_compose_joins_parts_with_blank_lines(root: Path) -> None:
     assert (
         prompt.text
         == SCENARIO_TEXT
-        + "\n\n<role>\nOne.\n</role>\n\n<memory>\nFirst user.\n</memory>\n\n<user_input>\nsecond\n</user_input>"
+        + "\n\n<role>\nOne.\n</role>\n\n<memory>\nFirst user.\n</memory>\n\n"
+        + "<user_input>\nsecond\n</user_input>"
     )
     assert prompt.messages == [{"role": "user", "content": prompt.text}]
     assert prompt.response_format == STRICT_SCHEMA
@@ -242,12 +251,13 @@ def test_compose_skips_empty_components(root: Path) -> None:
     assert prompt.text == SCENARIO_TEXT + "\n\n<user_input>\nfirst\n</user_input>"
 
 
-def test_compose_with_an_empty_scenario_body(root: Path) -> None:
+def test_an_empty_scenario_body_is_an_error_like_an_empty_component(root: Path) -> None:
     write_scenario(root, frontmatter_md="---\ncategory: ANSWER\n---\n\n\n", perturbations=PERTURBATIONS)
-    scenario = load(root)
-    assert scenario.text == ""
-    prompt = compose(Case(scenario, scenario.conditions[0], None, scenario.perturbations[0], "m"))
-    assert prompt.text == "<role>\nOne.\n</role>\n\n<user_input>\nfirst\n</user_input>"
+    with pytest.raises(BenchmarkError) as info:
+        load(root)
+    md_path = root / "scenarios/P1-B1-S1/S1.md"
+    assert info.value.describe().startswith(f"{md_path}:4: the scenario body is empty")
+    assert "\n  fix: " in info.value.describe()
 
 
 def test_composed_prompts_have_no_trailing_newline_and_no_empty_paragraphs(root: Path) -> None:

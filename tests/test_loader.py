@@ -10,6 +10,7 @@ import pytest
 
 from pytest_helmbench.config import load_models_file
 from pytest_helmbench.errors import BenchmarkError
+from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import CONDITION, BenchmarkLoader, Scenario, code_sort_key, load_components
 from pytest_helmbench.suite.prompt import compose
@@ -26,7 +27,8 @@ from tests.benchfiles import (
 
 DESIGN_NOTE_PROMPT = (
     "<your_job>\n"
-    "You are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n"
+    "You are an AI science tutor for Sydney University. "
+    "Help the user with their request and categorise their request at the end.\n"
     "</your_job>\n"
     "\n"
     "<system_instructions>\n"
@@ -42,10 +44,19 @@ DESIGN_NOTE_PROMPT = (
     "</user_input>"
 )
 
-C1_FILE = "---\nseverity: -1\n---\n\n## System instructions\n\nYou are very friendly and good at explaining things in detail.\n"
+C1_FILE = (
+    "---\nseverity: -1\n---\n\n## System instructions\n\n"
+    "You are very friendly and good at explaining things in detail.\n"
+)
 C2_FILE = "---\nseverity: 2\n---\n\n## System instructions\n\nYou answer in one short sentence.\n"
-U1_FILE = "---\nseverity: 1\n---\n\n## User preferences\n\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n"
-PT1_FILE = "---\nseverity: 0\nstyle: explicit\n---\n\n## User input\n\nHey what's that thing they call the powerhouse of the cell called again?\n"
+U1_FILE = (
+    "---\nseverity: 1\n---\n\n## User preferences\n\n"
+    "I'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n"
+)
+PT1_FILE = (
+    "---\nseverity: 0\nstyle: explicit\n---\n\n## User input\n\n"
+    "Hey what's that thing they call the powerhouse of the cell called again?\n"
+)
 PT2_FILE = (
     "---\nseverity: 2\nstyle: slang\n---\n\n## User input\n\nyo wat's the powerhouse of the cell agian\n"
 )
@@ -55,7 +66,8 @@ PT2_FILE = (
 
 
 def load(root: Path, code: str = "P1-B1-S1", loader: BenchmarkLoader | None = None) -> Scenario:
-    return (loader or BenchmarkLoader(root)).load_scenario(root / "scenarios" / code)
+    loader = loader or BenchmarkLoader(root, evaluation_types=builtin_registry())
+    return loader.load_scenario(root / "scenarios" / code)
 
 
 def prompts(scenario: Scenario) -> dict[str, str]:
@@ -94,13 +106,16 @@ def test_design_note_example_composes_exactly(root: Path) -> None:
     found = prompts(scenario)
     assert found["P1-B1-S1-C1-U1-PT1"] == DESIGN_NOTE_PROMPT
     assert found["P1-B1-S1-C1-PT1"] == DESIGN_NOTE_PROMPT.replace(
-        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n</user_preferences>\n\n",
+        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard "
+        "if i get something wrong.\n</user_preferences>\n\n",
         "",
     )
     assert found["P1-B1-S1-C2-U1-PT2"] == (
-        "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>\n\n"
+        "<your_job>\nYou are an AI science tutor for Sydney University. "
+        "Help the user with their request and categorise their request at the end.\n</your_job>\n\n"
         "<system_instructions>\nYou answer in one short sentence.\n</system_instructions>\n\n"
-        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n</user_preferences>\n\n"
+        "<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard "
+        "if i get something wrong.\n</user_preferences>\n\n"
         "<user_input>\nyo wat's the powerhouse of the cell agian\n</user_input>"
     )
 
@@ -193,6 +208,7 @@ def test_consolidated_and_individual_forms_compose_byte_identical_prompts(root: 
     pairs = zip(
         (*individual.conditions, *individual.user_contexts, *individual.perturbations),
         (*consolidated.conditions, *consolidated.user_contexts, *consolidated.perturbations),
+        strict=True,
     )
     for one, other in pairs:
         assert (one.code, one.text, one.severity, one.meta, one.hash) == (
@@ -215,7 +231,7 @@ def test_same_content_in_both_forms_in_two_places_is_not_a_conflict(root: Path) 
 def test_both_forms_present_uses_consolidated_and_warns(root: Path) -> None:
     write(root / "conditions" / "C1.md", "## System instructions\n\nIGNORED TEXT\n")
     write(root / "conditions" / "C7.md", "## System instructions\n\nALSO IGNORED\n")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     scenario = load(root, loader=loader)
     assert [c.code for c in scenario.conditions] == ["C1", "C2"]
     assert not any("IGNORED" in text for text in prompts(scenario).values())
@@ -233,16 +249,18 @@ def test_scenario_own_components_replace_the_root_ones(root: Path) -> None:
     assert [c.code for c in scenario.conditions] == ["C3"]
     assert [c.code for c in scenario.user_contexts] == ["U4"]
     assert prompts(scenario)["P1-B1-S1-C3-U4-PT1"] == (
-        "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>\n\n"
+        "<your_job>\nYou are an AI science tutor for Sydney University. "
+        "Help the user with their request and categorise their request at the end.\n</your_job>\n\n"
         "<role>\nOwn condition.\n</role>\n\n<memory>\nOwn context.\n</memory>\n\n"
-        "<user_input>\nHey what's that thing they call the powerhouse of the cell called again?\n</user_input>"
+        "<user_input>\nHey what's that thing they call the powerhouse of the cell called again?\n"
+        "</user_input>"
     )
 
 
 def test_other_scenarios_keep_the_root_components(root: Path) -> None:
     write_scenario(root, "P1-B1-S2")
     write(root / "scenarios" / "P1-B1-S2" / "conditions.md", "# C3\nOwn.\n")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     assert [c.code for c in load(root, "P1-B1-S1", loader).conditions] == ["C1", "C2"]
     assert [c.code for c in load(root, "P1-B1-S2", loader).conditions] == ["C3"]
 
@@ -440,7 +458,7 @@ def test_same_condition_code_with_different_content_names_both_files(root: Path)
         root / "scenarios" / "P1-B1-S2" / "conditions.md",
         "# C1: clash\n\n## System instructions\n\nSomething else.\n",
     )
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     with pytest.raises(BenchmarkError) as info:
         load(root, "P1-B1-S2", loader)
     text = assert_names(info.value, own, 1)
@@ -464,7 +482,7 @@ def test_same_user_context_code_with_different_severity_is_a_conflict(root: Path
 
 def test_perturbation_codes_are_scoped_to_their_scenario(root: Path) -> None:
     write_scenario(root, "P1-B1-S2", perturbations="# PT1\n\n## User input\n\nDifferent.\n")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     assert (
         load(root, "P1-B1-S1", loader).perturbations[0].text
         != load(root, "P1-B1-S2", loader).perturbations[0].text
@@ -593,13 +611,13 @@ def test_scenario_without_user_contexts_is_fine(root: Path) -> None:
 def test_a_bad_root_file_fails_every_scenario_but_a_bad_scenario_only_itself(root: Path) -> None:
     write_scenario(root, "P1-B1-S2")
     write(root / "scenarios" / "P1-B1-S2" / "S2.json", "{")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     load(root, "P1-B1-S1", loader)
     with pytest.raises(BenchmarkError):
         load(root, "P1-B1-S2", loader)
     write(root / "conditions.md", "# X1\n")
     write(root / "scenarios" / "P1-B1-S2" / "S2.json", json.dumps(STRICT_SCHEMA))
-    fresh = BenchmarkLoader(root)
+    fresh = BenchmarkLoader(root, evaluation_types=builtin_registry())
     for code in ("P1-B1-S1", "P1-B1-S2"):
         with pytest.raises(BenchmarkError) as info:
             load(root, code, fresh)
@@ -611,7 +629,7 @@ def test_a_bad_root_file_fails_every_scenario_but_a_bad_scenario_only_itself(roo
 
 def test_missing_benchmark_yml_entry_falls_back_with_a_warning(root: Path) -> None:
     write_scenario(root, "P2-B3-S1")
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     load(root, "P2-B3-S1", loader)
     assert "benchmark.yml describes no pillar P2: its name falls back to the code" in loader.warnings
     assert "benchmark.yml describes no behaviour P2-B3: its title falls back to the code" in loader.warnings
@@ -621,14 +639,14 @@ def test_missing_benchmark_yml_entry_falls_back_with_a_warning(root: Path) -> No
 
 
 def test_described_codes_give_no_warning(root: Path) -> None:
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     load(root, loader=loader)
     assert loader.warnings == []
 
 
 def test_missing_benchmark_yml_is_allowed_with_warnings(root: Path) -> None:
     (root / "benchmark.yml").unlink()
-    loader = BenchmarkLoader(root)
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     load(root, loader=loader)
     assert loader.info().version == "unversioned"
     assert len(loader.warnings) == 2
@@ -673,12 +691,12 @@ def test_scenario_dirs_in_numeric_order(tmp_path: Path) -> None:
     ]:
         (root / "scenarios" / name).mkdir(parents=True)
     write(root / "scenarios" / "README.md", "not a folder\n")
-    names = [p.name for p in BenchmarkLoader(root).scenario_dirs()]
+    names = [p.name for p in BenchmarkLoader(root, evaluation_types=builtin_registry()).scenario_dirs()]
     assert names == ["P1-B1-S1", "P1-B1-S2", "P1-B1-S10", "P1-B2-S1", "P1-B10-S1", "P2-B1-S1", "P10-B1-S1"]
 
 
 def test_scenario_dirs_without_scenarios_folder(tmp_path: Path) -> None:
-    assert BenchmarkLoader(tmp_path).scenario_dirs() == []
+    assert BenchmarkLoader(tmp_path, evaluation_types=builtin_registry()).scenario_dirs() == []
 
 
 def test_components_are_ordered_numerically_in_both_forms(root: Path) -> None:
@@ -744,3 +762,58 @@ def test_hashes_change_with_the_content_they_cover(root: Path) -> None:
 
     write(folder / "S1.json", json.dumps(STRICT_SCHEMA, indent=4))
     assert _hashes(root) == before
+
+
+# --- a stranger's tree: links, file names, sizes (the trust boundary) ---------------------------
+
+
+def test_a_link_inside_the_root_is_followed(root: Path) -> None:
+    folder = root / "scenarios/P1-B1-S1"
+    (root / "shared").mkdir()
+    (folder / "perturbations.md").rename(root / "shared/perturbations.md")
+    (folder / "perturbations.md").symlink_to(Path("../../shared/perturbations.md"))
+    assert [p.code for p in load(root).perturbations] == ["PT1", "PT2"]
+
+
+def test_a_link_leading_out_of_the_root_is_an_error_naming_the_link(root: Path, tmp_path: Path) -> None:
+    secret = write(tmp_path / "secret.md", "# C1\n\nsecret\n")
+    (root / "conditions.md").unlink()
+    (root / "conditions.md").symlink_to(secret)
+    message = assert_names(load_error(root), root / "conditions.md")
+    assert "is a symbolic link that leads outside the benchmark root; nothing it points to is read" in message
+
+
+def test_a_scenario_file_must_match_its_folder(root: Path) -> None:
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
+    folder = root / "scenarios/P1-B1-S1"
+    assert loader.load_scenario_file(folder / "S1.md").code == "P1-B1-S1"
+    for name in ("S01.md", "s1.md", "S2.md"):
+        with pytest.raises(BenchmarkError) as info:
+            loader.load_scenario_file(folder / name)
+        message = assert_names(info.value, folder / name)
+        assert f"file name {name!r} does not match its folder P1-B1-S1" in message
+        assert info.value.fix.startswith("rename it to S1.md")
+
+
+def test_the_size_limit_covers_every_file_the_loader_reads(root: Path) -> None:
+    read = [path for path in root.rglob("*") if path.is_file() and path.name != "models.yml"]
+    sizes = {path: path.stat().st_size for path in read}
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry(), max_file_size=max(sizes.values()))
+    assert load(root, loader=loader).code == "P1-B1-S1"
+    largest = max(sizes, key=sizes.__getitem__)
+    small = BenchmarkLoader(root, evaluation_types=builtin_registry(), max_file_size=max(sizes.values()) - 1)
+    with pytest.raises(BenchmarkError) as info:
+        load(root, loader=small)
+    assert "byte limit" in assert_names(info.value, largest)
+
+
+def test_models_yml_refuses_aliases_and_links_out_of_the_root(root: Path, tmp_path: Path) -> None:
+    write(root / "models.yml", "marking_model: &m judge/model\nmodels:\n  - *m\n")
+    with pytest.raises(BenchmarkError) as info:
+        load_models_file(root / "models.yml")
+    assert "YAML refused: the alias *m" in assert_names(info.value, root / "models.yml", 3)
+    (root / "models.yml").unlink()
+    (root / "models.yml").symlink_to(write(tmp_path / "elsewhere.yml", "models: [a/b]\n"))
+    with pytest.raises(BenchmarkError) as info:
+        load_models_file(root / "models.yml")
+    assert "leads outside the benchmark root" in assert_names(info.value, root / "models.yml")

@@ -55,6 +55,28 @@ def test_read_text_rejects_invalid_utf8_naming_the_file(tmp_path: Path) -> None:
     assert FIX in error.describe()
 
 
+def test_read_text_refuses_a_file_over_the_size_limit(tmp_path: Path) -> None:
+    path = tmp_path / "C1.md"
+    path.write_bytes(b"x" * 11)
+    assert read_text(path, max_size=11) == "x" * 11
+    error = error_of(read_text, path, 10)
+    assert error.describe() == (
+        f"{path}: is larger than the 10-byte limit"
+        f"{FIX}shorten it, or raise the limit with --helmbench-max-file-size"
+    )
+
+
+def test_read_text_never_reads_proc(tmp_path: Path) -> None:
+    link = tmp_path / "conditions.md"
+    link.symlink_to("/proc/self/environ")
+    for path in (Path("/proc/self/environ"), link):
+        assert error_of(read_text, path).message == "is a system file, not benchmark content"
+
+
+def test_read_text_refuses_a_folder(tmp_path: Path) -> None:
+    assert "is not a regular file" in error_of(read_text, tmp_path).message
+
+
 # --- split_frontmatter -------------------------------------------------------------------------
 
 
@@ -107,6 +129,38 @@ def test_split_frontmatter_loads_yaml_safely() -> None:
     )
     assert error.line == 2
     assert "malformed YAML" in error.message
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "line"),
+    [
+        ("a: &x [1, 2]\nb: *x", 3),
+        ("base: &b {severity: 1}\nmerged:\n  <<: *b", 4),
+        ('lol: &l ["lol", "lol"]\nbomb: [*l, *l, *l]', 3),
+    ],
+)
+def test_yaml_aliases_are_refused_with_file_and_line(yaml_text: str, line: int) -> None:
+    error = error_of(split_frontmatter, f"---\n{yaml_text}\n---\nbody\n", P)
+    assert error.line == line
+    assert error.describe().startswith(f"{P}:{line}: YAML refused: the alias *")
+    assert "aliases are refused" in error.fix
+
+
+def test_yaml_anchors_without_aliases_load() -> None:
+    assert split_frontmatter("---\na: &x 1\n---\nbody", P).meta == {"a": 1}
+
+
+def test_deeply_nested_yaml_is_refused_not_a_crash() -> None:
+    # libyaml's own composer overflows the C stack (a segfault) on this; the guarded one refuses it
+    error = error_of(split_frontmatter, "---\nx: " + "[" * 100_000 + "\n---\nbody", P)
+    assert error.line == 2
+    assert "nested deeper than 64 levels" in error.message
+
+
+def test_metadata_block_after_an_h1_refuses_aliases_too() -> None:
+    error = error_of(split_consolidated, "# C1\n---\na: &x 1\nb: *x\n---\nbody\n", P, "C")
+    assert error.line == 4
+    assert "YAML refused" in error.message
 
 
 # --- split_consolidated ------------------------------------------------------------------------
@@ -308,6 +362,33 @@ def test_to_xml_same_heading_twice_gives_two_sections() -> None:
     assert to_xml("## Step\none\n## Step\ntwo") == "<step>\none\n</step>\n\n<step>\ntwo\n</step>"
 
 
+@pytest.mark.parametrize(
+    "closer",
+    ["```python", "```` x", "``", "~~~", "   ```\tjs", "    ```"],
+    ids=["info-string", "longer-with-info", "shorter", "other-char", "indented-with-info", "indented-4"],
+)
+def test_a_fence_closes_only_with_the_same_character_as_long_and_no_info_string(closer: str) -> None:
+    body = f"## A\n```\n{closer}\n## still code\n```\n## B\nb"
+    assert to_xml(body) == f"<a>\n```\n{closer}\n## still code\n```\n</a>\n\n<b>\nb\n</b>"
+
+
+@pytest.mark.parametrize("closer", ["```", "````", "```  ", "   ````\t", "~~~~~"])
+def test_a_fence_closes_with_a_bare_fence_at_least_as_long(closer: str) -> None:
+    opener = "~~~~ txt" if closer.startswith("~") else "``` md"
+    assert to_xml(f"## A\n{opener}\n## in code\n{closer}\n## B\nb") == (
+        f"<a>\n{opener}\n## in code\n{closer.rstrip()}\n</a>\n\n<b>\nb\n</b>"
+    )
+
+
+def test_a_backtick_line_whose_info_string_has_a_backtick_opens_no_fence() -> None:
+    assert to_xml("## A\n``` a`b\n## B\nb") == "<a>\n``` a`b\n</a>\n\n<b>\nb\n</b>"
+
+
+def test_an_h1_after_a_closer_with_an_info_string_is_still_code() -> None:
+    text = "# C1\n```\n```js\n# C9 still code\n```\n# C2\nsecond\n"
+    assert [c.code for c in split_consolidated(text, P, "C")] == ["C1", "C2"]
+
+
 # --- property tests ----------------------------------------------------------------------------
 
 _CHARS = st.characters(blacklist_categories=("Cs", "Cc"))
@@ -322,7 +403,14 @@ def _plain_line(line: str) -> bool:
 plain_lines = st.lists(st.text(_CHARS, max_size=30).filter(_plain_line), max_size=4)
 headings = st.text(_CHARS, max_size=20)
 fenced = st.sampled_from(
-    ["", "```\n## fenced heading\n# fenced h1\n```", "~~~~ txt\n# C7 fake\n~~~~", "### Kept H3"]
+    [
+        "",
+        "```\n## fenced heading\n# fenced h1\n```",
+        "~~~~ txt\n# C7 fake\n~~~~",
+        "### Kept H3",
+        # CommonMark: a line with an info string, a shorter run or the other character closes nothing
+        "```\n```js\n## still code\n# C8 still code\n``\n~~~\n## still code\n````",
+    ]
 )
 
 
