@@ -17,7 +17,14 @@ from typer.testing import CliRunner
 from pytest_helmbench.cli import app
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.execution.outcome import Outcome, provenance
-from pytest_helmbench.storage.engine import SCHEMA_HEAD, StorageError, make_engine, upgrade
+from pytest_helmbench.storage.engine import (
+    SCHEMA_HEAD,
+    SchemaState,
+    StorageError,
+    make_engine,
+    read_schema,
+    upgrade,
+)
 from pytest_helmbench.storage.recorder import Recorder
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
@@ -163,6 +170,28 @@ def test_two_processes_creating_one_database_at_once_both_succeed(db_url):
     assert query(db_url, "select version_num from alembic_version") == [(SCHEMA_HEAD,)]
     recorder = Recorder(db_url, "s")  # a usable database
     recorder.close()
+
+
+def test_a_schema_creation_that_fails_midway_leaves_no_table(db_url):
+    """A new schema is built in one transaction: no half-built database that then needs repair."""
+
+    def fail_midway(_conn, _cursor, statement, *_args) -> None:
+        if "CREATE TABLE result" in statement:
+            raise RuntimeError("stopped midway")
+
+    event.listen(Engine, "before_cursor_execute", fail_midway)
+    try:
+        with pytest.raises(RuntimeError, match="stopped midway"):
+            upgrade(db_url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", fail_midway)
+    engine = make_engine(db_url)
+    try:
+        assert read_schema(engine).state is SchemaState.EMPTY
+    finally:
+        engine.dispose()
+    upgrade(db_url)
+    assert query(db_url, "select version_num from alembic_version") == [(SCHEMA_HEAD,)]
 
 
 # --- two pytest -n 2 sessions at the same time ---------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, event, insert, inspect, text
 from sqlalchemy import select as core_select
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from ..errors import HelmbenchError
@@ -130,7 +130,18 @@ def make_engine(db_url: str) -> Engine:
             raise StorageError(
                 f"cannot create the folder {path.parent} for the database {safe_url(db_url)}: {exc.strerror}"
             ) from None
-    engine = create_engine(url, connect_args={"timeout": 30} if path is not None else {})
+    try:
+        engine = create_engine(url, connect_args={"timeout": 30} if path is not None else {})
+    except NoSuchModuleError:
+        raise StorageError(
+            f"--helmbench-db: {safe_url(db_url)} names no database SQLAlchemy knows "
+            f"({url.drivername}): use sqlite:///path/to/file.db or postgresql+psycopg://user@host/db"
+        ) from None
+    except ImportError as exc:
+        raise StorageError(
+            f"cannot open {safe_url(db_url)}: its database driver is not installed ({exc.name or exc}); "
+            "pip install it"
+        ) from None
     if path is not None:
         _sqlite_pragmas(engine)
     return engine
@@ -283,12 +294,7 @@ def open_existing(db_url: str) -> Engine:
     path = sqlite_file(parse_url(db_url))
     if path is not None and not path.is_file():
         raise StorageError(f"no database at {path} (run the benchmark first, or give its URL)")
-    try:
-        engine = make_engine(db_url)
-    except ImportError as exc:
-        raise StorageError(
-            f"cannot open {safe_url(db_url)}: its database driver is not installed ({exc.name or exc})"
-        ) from None
+    engine = make_engine(db_url)
     try:
         schema = read_schema(engine)
         if schema.state is SchemaState.EMPTY:
