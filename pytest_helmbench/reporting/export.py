@@ -16,7 +16,8 @@ from typing import Any, Literal, TextIO, get_args
 
 from sqlmodel import Session
 
-from ..storage.queries import ResultRecord, iter_result_records, resolve_run_ids
+from ..storage.queries import resolve_run_ids
+from ..storage.records import ResultRecord, iter_result_records
 
 ExportFormat = Literal["csv", "json", "jsonl"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)

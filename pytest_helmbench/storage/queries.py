@@ -8,7 +8,7 @@ ORM objects, so tens of thousands of rows load in a fraction of a second.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,19 +16,18 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
-from sqlalchemy.sql import Select
 from sqlmodel import Session, select
 
 from ..codes import code_sort_key
 from ..errors import HelmbenchError
 from ..execution.outcome import CaseResult
 from ..status import UNSUCCESSFUL, Status
+from .records import result_query
 from .tables import (
     LLM,
     Behaviour,
     Condition,
     EvaluationRun,
-    Perturbation,
     Pillar,
     Result,
     Scenario,
@@ -93,41 +92,6 @@ class FailureRow:
     judge_verdict: tuple[str, ...] | None  # the judge's values, for sqe
     judge_rationale: str | None
     judge_raw: str | None  # the judge's unusable answer, when the judge erred
-
-
-@dataclass(frozen=True)
-class ResultRecord:
-    """One Result row flattened with its codes, severities and accounting (the export row)."""
-
-    result_id: int
-    run_id: int
-    model: str
-    case_code: str
-    pillar: str
-    behaviour: str
-    scenario: str
-    condition: str
-    user_context: str | None
-    perturbation: str
-    repeat: int
-    status: str
-    reason: str
-    critical: bool
-    condition_severity: int
-    user_context_severity: int  # 0 without a user context, as in scoring
-    perturbation_severity: int
-    base_severity: int  # perturbation + user-context severity
-    style: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    judge_cost_usd: float | None
-    latency_ms: float | None
-    cached: bool
-    attempts: int | None
-    finish_reason: str | None
-    prompt_hash: str
-    created_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -243,107 +207,12 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
     return sorted(runs, key=lambda r: (code_sort_key(r.model), r.id))
 
 
-def _result_query(run_ids: Sequence[int], *columns: Any) -> Select:
-    """Result joined with its run, model and content rows, restricted to the given runs."""
-    uc = aliased(UserContext)
-    base = (
-        Result.id.label("result_id"),
-        Result.run_id,
-        LLM.model_id.label("model"),
-        Result.case_code,
-        Pillar.code.label("pillar"),
-        Behaviour.full_code.label("behaviour"),
-        Scenario.full_code.label("scenario"),
-        Condition.code.label("condition"),
-        Condition.severity.label("condition_severity"),
-        uc.code.label("user_context"),
-        uc.severity.label("user_context_severity"),
-        Perturbation.code.label("perturbation"),
-        Perturbation.severity.label("perturbation_severity"),
-        Perturbation.style.label("perturbation_style"),
-        Scenario.critical,
-        Result.repeat_index.label("repeat"),
-        Result.status,
-    )
-    return (
-        select(*base, *columns)
-        .select_from(Result)
-        .join(EvaluationRun, EvaluationRun.id == Result.run_id)
-        .join(LLM, LLM.id == EvaluationRun.llm_id)
-        .join(Scenario, Scenario.id == Result.scenario_id)
-        .join(Behaviour, Behaviour.id == Scenario.behaviour_id)
-        .join(Pillar, Pillar.id == Behaviour.pillar_id)
-        .join(Condition, Condition.id == Result.condition_id)
-        .join(Perturbation, Perturbation.id == Result.perturbation_id)
-        .outerjoin(uc, uc.id == Result.user_context_id)
-        .where(Result.run_id.in_(list(run_ids)))
-        .order_by(Result.id)
-    )
-
-
 def load_case_results(session: Session, run_ids: Sequence[int] | None = None) -> list[CaseResult]:
     """One CaseResult per stored Result of the selected runs (every status), in storage order."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
-    return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(_result_query(ids))]
-
-
-def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[ResultRecord]:
-    """Every Result of the given runs as a flat record, streamed (for exports of any size)."""
-    if not run_ids:
-        return
-    query = _result_query(
-        run_ids,
-        Result.reason,
-        Result.prompt_tokens,
-        Result.completion_tokens,
-        Result.cost_usd,
-        Result.judge_cost_usd,
-        Result.latency_ms,
-        Result.cached,
-        Result.attempts,
-        Result.finish_reason,
-        Result.prompt_hash,
-        Result.created_at,
-    ).execution_options(yield_per=2000)
-    for row in session.connection().execute(query):
-        cs, us, ps = (
-            row.condition_severity or 0,
-            row.user_context_severity or 0,
-            row.perturbation_severity or 0,
-        )
-        yield ResultRecord(
-            result_id=row.result_id,
-            run_id=row.run_id,
-            model=row.model,
-            case_code=row.case_code,
-            pillar=row.pillar,
-            behaviour=row.behaviour,
-            scenario=row.scenario,
-            condition=row.condition,
-            user_context=row.user_context,
-            perturbation=row.perturbation,
-            repeat=row.repeat or 0,
-            status=row.status,
-            reason=row.reason or "",
-            critical=bool(row.critical),
-            condition_severity=cs,
-            user_context_severity=us,
-            perturbation_severity=ps,
-            base_severity=ps + us,
-            style=row.perturbation_style,
-            prompt_tokens=row.prompt_tokens,
-            completion_tokens=row.completion_tokens,
-            cost_usd=row.cost_usd,
-            judge_cost_usd=row.judge_cost_usd,
-            latency_ms=row.latency_ms,
-            cached=bool(row.cached),
-            attempts=row.attempts,
-            finish_reason=row.finish_reason,
-            prompt_hash=row.prompt_hash,
-            created_at=row.created_at,
-        )
+    return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(result_query(ids))]
 
 
 def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> list[FailureRow]:
@@ -351,7 +220,7 @@ def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> lis
     ids = _selected(session, run_ids)
     if not ids:
         return []
-    query = _result_query(
+    query = result_query(
         ids,
         Result.reason,
         Result.prompt,
