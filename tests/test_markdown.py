@@ -150,10 +150,11 @@ def test_yaml_anchors_without_aliases_load() -> None:
     assert split_frontmatter("---\na: &x 1\n---\nbody", P).meta == {"a": 1}
 
 
-def test_deeply_nested_yaml_is_refused_not_a_crash() -> None:
+@pytest.mark.parametrize("opener", ["[", "{a: ", "- ", "? "])
+def test_deeply_nested_yaml_is_refused_not_a_crash(opener: str) -> None:
     # libyaml's own composer overflows the C stack (a segfault) on this; the guarded one refuses it
-    error = error_of(split_frontmatter, "---\nx: " + "[" * 100_000 + "\n---\nbody", P)
-    assert error.line == 2
+    error = error_of(split_frontmatter, "---\nx:\n  " + opener * 100_000 + "1\n---\nbody", P)
+    assert error.line == 3
     assert "nested deeper than 64 levels" in error.message
 
 

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from ..errors import BenchmarkError, ConfigError
-from .markdown import DEFAULT_MAX_FILE_SIZE, read_text
+from .markdown import DEFAULT_MAX_FILE_SIZE, is_system_path, read_regular_text
 
 __all__ = ["DEFAULT_MAX_FILE_SIZE", "BenchmarkFiles", "parse_file_size"]
 
@@ -42,14 +42,30 @@ class BenchmarkFiles:
         self.max_file_size = max_file_size
         self._real_root = os.path.realpath(root)
         self._prefix = self._real_root.rstrip("/") + "/"
+        self._system = is_system_path(self._real_root)  # a root under /proc: nothing in it is read
+        self._safe_dirs: set[str] = set()  # folders known to resolve inside the root
 
     def _inside(self, path: Path | str) -> bool:
         real = os.path.realpath(path)
         return real == self._real_root or real.startswith(self._prefix)
 
+    def _inside_fast(self, path: Path) -> bool:
+        """`_inside` with the parent folder's answer cached: one lstat per path instead of one per
+        component (collection checks every file of every scenario)."""
+        parent = str(path.parent)
+        if parent not in self._safe_dirs:
+            if not self._inside(parent):
+                return False
+            self._safe_dirs.add(parent)
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return True  # absent: nothing there to read
+        return not stat.S_ISLNK(mode) or self._inside(path)
+
     def check(self, path: Path) -> None:
         """Raise, naming the link, if `path` or a folder on its way from the root leads outside the root."""
-        if self._inside(path):
+        if path == self.root or self._inside_fast(path):
             return
         try:
             parts = path.relative_to(self.root).parts
@@ -92,7 +108,9 @@ class BenchmarkFiles:
     def read_text(self, path: Path) -> str:
         """The file's normalised text, once it is known to lie inside the root."""
         self.check(path)
-        return read_text(path, self.max_file_size)
+        if self._system:
+            raise BenchmarkError(path, "is a system file, not benchmark content", fix="use a real folder")
+        return read_regular_text(path, self.max_file_size)
 
     def markdown_files(self, folder: Path) -> list[Path]:
         """The `*.md` entries of a folder inside the root (each is checked again when read)."""

@@ -70,11 +70,21 @@ def read_text(path: Path, max_size: int = DEFAULT_MAX_FILE_SIZE) -> str:
 
     Only regular files are opened (a FIFO would block, a device could do anything), never one under
     /proc, /sys or /dev, and never more than `max_size` bytes: the file comes from a stranger."""
-    real = os.path.realpath(path)
-    if any(real == top or real.startswith(top + "/") for top in _SPECIAL_ROOTS):
+    if is_system_path(path):
         raise BenchmarkError(
             path, "is a system file, not benchmark content", fix="replace it with a plain file"
         )
+    return read_regular_text(path, max_size)
+
+
+def is_system_path(path: Path | str) -> bool:
+    """Whether `path` resolves under /proc, /sys or /dev, whose "files" are process or device state."""
+    real = os.path.realpath(path)
+    return any(real == top or real.startswith(top + "/") for top in _SPECIAL_ROOTS)
+
+
+def read_regular_text(path: Path, max_size: int) -> str:
+    """`read_text` for a path already known to resolve outside /proc, /sys and /dev (one realpath less)."""
     try:
         _check_regular(path, os.stat(path))
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
@@ -162,10 +172,25 @@ else:
             Composer.__init__(self)
 
 
+_DEEP_INDENT = re.compile(r"^[ \t]{128}", re.MULTILINE)
+_PLAIN_LOADER = getattr(yaml, "CSafeLoader", None)
+
+
+def _plainly_shallow(text: str) -> bool:
+    """Whether libyaml may load `text` on its own: no alias without a `*`, and with few nesting
+    indicators and no deep indentation the nesting stays far below what overflows its recursive
+    composer (about 10^5 levels). Typical metadata qualifies; anything else takes the guarded path."""
+    if "*" in text:
+        return False
+    indicators = text.count("[") + text.count("{") + text.count("-") + text.count("?")
+    return indicators < MAX_YAML_DEPTH and _DEEP_INDENT.search(text) is None
+
+
 def yaml_load(text: str) -> Any:
     """Load YAML safely, refusing aliases and deep nesting; errors are PyYAML's (see load_yaml)."""
+    loader = _PLAIN_LOADER if _PLAIN_LOADER is not None and _plainly_shallow(text) else _FastLoader
     try:
-        return yaml.load(text, Loader=_FastLoader)
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError:
         pass  # libyaml words its errors differently: report the pure-Python loader's message
     return yaml.load(text, Loader=SafeYamlLoader)
