@@ -25,4 +25,4 @@ def pytest_helmbench_register_evaluators(registry: EvaluatorRegistry) -> None:
 
 @pytest.hookspec
 def pytest_helmbench_register_providers(registry: ProviderRegistry) -> None:
-    """Add providers (how a model id is answered: HTTP, the embedded local model, …) with `registry.add(...)`."""
+    """Add providers (how a model id is answered: HTTP, the embedded local model…): `registry.add(...)`."""

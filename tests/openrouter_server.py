@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal, Union
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 __all__ = ["FakeOpenRouter", "Reply", "RecordedRequest", "Rule", "Generation", "minimal_instance"]
@@ -121,7 +121,7 @@ class _Computed:
 
 
 COMPUTED = _Computed()
-CostSpec = Union[float, None, Literal["missing"], _Computed]
+CostSpec = float | None | Literal["missing"] | _Computed
 
 
 # --------------------------------------------------------------------------------------------

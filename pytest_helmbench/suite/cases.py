@@ -89,7 +89,8 @@ class Selector:
             match = _SEGMENT.match(part.strip().upper())
             if not match:
                 raise ValueError(
-                    f"{pattern!r}: segment {part!r} is not a code such as P1, B2, S3, C1, U2 (U0: no user context) or PT4"
+                    f"{pattern!r}: segment {part!r} is not a code such as P1, B2, S3, C1, U2 "
+                    "(U0: no user context) or PT4"
                 )
             segments.append((match.group(1), match.group(1) + match.group(2)))
         return cls(pattern, tuple(segments))
