@@ -15,7 +15,8 @@ from .cli_results import fail
 from .errors import HelmbenchError
 from .evaluation.builtin import builtin_registry
 from .suite.cases import Case, expand, parse_selectors
-from .suite.loader import BenchmarkLoader, Scenario
+from .suite.loader import BenchmarkLoader
+from .suite.model import Scenario
 from .suite.prompt import compose
 
 app = typer.Typer(

@@ -29,7 +29,8 @@ from .options import option_named, option_value
 from .providers.ratelimit import AdaptiveLimiter
 from .status import RunStatus, Status
 from .suite.files import parse_file_size
-from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader, Scenario
+from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
+from .suite.model import Scenario
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.

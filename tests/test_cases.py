@@ -11,7 +11,8 @@ import pytest
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.suite.cases import Case, Selector, expand, parse_selectors
-from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import Scenario
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import STRICT_SCHEMA, write, write_benchmark, write_scenario
 

@@ -13,7 +13,8 @@ from pytest_helmbench.evaluation.base import Evaluation, Judge
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
 from pytest_helmbench.providers.http import ChatResponse
-from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria, Scenario
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import Criteria, Scenario
 from tests.benchfiles import CRITERIA, SCENARIO, STRICT_SCHEMA, write_benchmark, write_scenario
 
 SCHEMA = STRICT_SCHEMA["json_schema"]["schema"]

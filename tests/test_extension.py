@@ -23,7 +23,8 @@ from pytest_helmbench.evaluation.registry import EvaluatorConflict, EvaluatorReg
 from pytest_helmbench.execution.estimate import estimate
 from pytest_helmbench.providers.http import ChatResponse
 from pytest_helmbench.suite.cases import expand
-from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import Criteria
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import write_benchmark, write_scenario
 from tests.openrouter_server import Reply

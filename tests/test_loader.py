@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_helmbench.codes import code_sort_key
 from pytest_helmbench.config import load_models_file
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.suite.cases import expand
-from pytest_helmbench.suite.loader import CONDITION, BenchmarkLoader, Scenario, code_sort_key, load_components
+from pytest_helmbench.suite.components import load_components
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import CONDITION, Scenario
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import (
     CONDITIONS,

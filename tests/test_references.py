@@ -17,7 +17,8 @@ from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
 from pytest_helmbench.evaluation.pipeline import evaluate
 from pytest_helmbench.providers.http import ChatResponse
-from pytest_helmbench.suite.loader import BenchmarkLoader, Criteria
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import Criteria
 
 ROOT = Path(__file__).resolve().parent.parent / "benchmark"
 REGISTRY = builtin_registry()

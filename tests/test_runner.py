@@ -20,7 +20,8 @@ from pytest_helmbench.execution.executor import (
 )
 from pytest_helmbench.providers.pool import ClientPool, build_request
 from pytest_helmbench.suite.cases import Case, expand
-from pytest_helmbench.suite.loader import BenchmarkLoader, Scenario
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.model import Scenario
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import CRITERIA, MODELS, write_benchmark, write_scenario
 from tests.openrouter_server import FakeOpenRouter, Reply

@@ -20,7 +20,8 @@ from pytest_helmbench.evaluation.judge import (
     verdict_passes,
 )
 from pytest_helmbench.providers.http import CallError, ChatClient, ChatRequest, ChatResponse
-from pytest_helmbench.suite.loader import Criteria, parse_criteria
+from pytest_helmbench.suite.model import Criteria
+from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import CRITERIA, write
 from tests.openrouter_server import FakeOpenRouter, Reply, strict_schema_problem
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import BenchmarkError
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
-from ..suite.loader import Criteria, Scenario
+from ..suite.model import Criteria, Scenario
 
 if TYPE_CHECKING:
     from ..providers.http import ChatResponse

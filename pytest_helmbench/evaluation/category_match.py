@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import BenchmarkError
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
-from ..suite.loader import Scenario
+from ..suite.model import Scenario
 from .base import Evaluation, EvaluationContext, Evaluator, answer_field
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..providers.http import CallError, ChatResponse
-from ..suite.loader import Criteria
+from ..suite.model import Criteria
 from .answers import AnswerInvalid, parse_json_content
 
 JUDGE_INSTRUCTIONS = (

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
-from ..suite.loader import Scenario
+from ..suite.model import Scenario
 from .base import Evaluation, EvaluationContext, Evaluator
 
 

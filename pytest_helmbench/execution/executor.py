@@ -23,7 +23,7 @@ from ..providers.pool import ClientPool
 from ..status import Status
 from ..storage.cache import CacheEntry, ResponseCache, request_key
 from ..suite.cases import Case
-from ..suite.loader import BenchmarkInfo, Criteria
+from ..suite.model import BenchmarkInfo, Criteria
 from ..suite.prompt import ComposedPrompt
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import HelmbenchError
 from ..status import Status
 from ..suite.cases import Case
-from ..suite.loader import BenchmarkInfo, Component
+from ..suite.model import BenchmarkInfo, Component
 
 
 def plain(value: Any) -> Any:

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, SQLModel
 
-from ..suite.loader import content_hash
+from ..suite.model import content_hash
 from .tables import (
     Behaviour,
     Benchmark,

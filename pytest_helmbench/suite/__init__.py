@@ -1,1 +1,16 @@
-"""suite."""
+"""The benchmark suite: markdown files -> parsed benchmark -> cases -> composed prompt.
+
+- files.py: the confined reader (every read stays inside the benchmark root; links, FIFOs, size limit)
+- markdown.py: frontmatter, consolidated component files, YAML without aliases, markdown to XML
+- model.py: the parsed benchmark's dataclasses (Kind, Component, Criteria, Scenario, BenchmarkInfo …)
+  and content_hash
+- components.py: conditions, user contexts and perturbations (consolidated or one file each)
+- benchmark_yml.py, scenario_files.py: benchmark.yml; S<n>.json (response_format) and criteria.md
+- evaluation_spec.py: a scenario's `evaluation:` mapping, read through the EvaluationTypes protocol
+  (the evaluator registry is handed in, so suite/ names no evaluation type)
+- loader.py: BenchmarkLoader, per scenario, caching what scenarios share, link and uniqueness checks
+- cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed prompt
+
+suite/ is the first stage of the flow: it may import only errors.py and codes.py from the package,
+never config, providers, evaluation, execution, storage, reporting or plugin modules.
+"""

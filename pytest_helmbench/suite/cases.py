@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..codes import code_sort_key
-from .loader import Component, Scenario
+from .model import Component, Scenario
 
 _SEGMENT = re.compile(r"^(P|B|S|C|U|PT)([1-9]\d*|(?<=U)0)$")
 

@@ -1,0 +1,85 @@
+"""Parse benchmark.yml: the benchmark's version, description, categories, styles, pillars and behaviours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..codes import BEHAVIOUR_CODE
+from ..errors import BenchmarkError
+from .files import BenchmarkFiles
+from .markdown import load_yaml
+from .model import BehaviourInfo, BenchmarkInfo, PillarInfo, content_hash
+
+
+def _str_map(value: Any, path: Path, key: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BenchmarkError(
+            path,
+            f"'{key}' must be a mapping of name: description",
+            fix=f"write '{key}:' followed by indented 'NAME: description' lines",
+        )
+    return {str(k): str(v or "") for k, v in value.items()}
+
+
+def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise BenchmarkError(
+            path,
+            f"'{key}' must map each code to a mapping of fields",
+            fix="see the README's benchmark.yml schema",
+        )
+    return {str(k): v for k, v in value.items()}
+
+
+def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> BenchmarkInfo:
+    """Parse benchmark.yml; a missing file gives an empty description."""
+    files = files or BenchmarkFiles(path.parent)
+    if not files.is_file(path):
+        return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"))
+    data = load_yaml(files.read_text(path), path) or {}
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            path,
+            "benchmark.yml must be a YAML mapping",
+            fix="see the README's benchmark.yml schema (version, description, pillars, behaviours)",
+        )
+    pillars = {
+        code: PillarInfo(code, str(v.get("name", code)), str(v.get("description", "")))
+        for code, v in _section(data.get("pillars"), path, "pillars").items()
+    }
+    behaviours = {}
+    for code, v in _section(data.get("behaviours"), path, "behaviours").items():
+        if not BEHAVIOUR_CODE.fullmatch(code):
+            raise BenchmarkError(
+                path,
+                f"behaviour key {code!r} is not a code like 'P1-B1'",
+                fix="key each behaviour by its pillar and behaviour code, e.g. P1-B1",
+            )
+        threshold = v.get("threshold")
+        if threshold is not None and not isinstance(threshold, (int, float)):
+            raise BenchmarkError(
+                path,
+                f"behaviour {code}: threshold must be a number (a score 0-100)",
+                fix="e.g. threshold: 80",
+            )
+        behaviours[code] = BehaviourInfo(
+            code,
+            str(v.get("title", code)),
+            str(v.get("description", "")),
+            str(v.get("compliance", "")),
+            float(threshold) if threshold is not None else None,
+        )
+    return BenchmarkInfo(
+        version=str(data.get("version", "unversioned")),
+        description=str(data.get("description", "")),
+        categories=_str_map(data.get("categories"), path, "categories"),
+        styles=_str_map(data.get("styles"), path, "styles"),
+        pillars=pillars,
+        behaviours=behaviours,
+        hash=content_hash(data),
+    )

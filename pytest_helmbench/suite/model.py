@@ -1,0 +1,144 @@
+"""The parsed benchmark: immutable dataclasses the loader builds and every later stage reads.
+
+Plain data only (no file reading): the kinds of component and where their files live, components,
+sqe rubrics, scenarios, benchmark.yml's descriptions, and `content_hash`, which names one exact version
+of a piece of content (stored with results so a changed file is a new version).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .evaluation_spec import EvaluationSpec
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of component and where its files live."""
+
+    name: str
+    prefix: str
+    consolidated: str
+    folder: str
+
+
+CONDITION = Kind("condition", "C", "conditions.md", "conditions")
+USER_CONTEXT = Kind("user_context", "U", "user-contexts.md", "user-contexts")
+PERTURBATION = Kind("perturbation", "PT", "perturbations.md", "perturbations")
+SHARED_KINDS = (CONDITION, USER_CONTEXT)
+
+
+def content_hash(*parts: Any) -> str:
+    """A stable hash of JSON-able parts: identifies one exact version of a piece of content."""
+    data = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Component:
+    """A condition, user context or perturbation: its prompt text plus metadata."""
+
+    kind: str
+    code: str
+    title: str
+    body: str
+    text: str
+    meta: dict[str, Any]
+    severity: int
+    source: Path
+    line: int | None
+    hash: str
+
+    @property
+    def style(self) -> str | None:
+        value = self.meta.get("style")
+        return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """An `sqe` rubric: the judge's options, which pass, and the rubric text."""
+
+    options: tuple[str, ...]
+    pass_values: tuple[str, ...]
+    response_field: str
+    response_type: str
+    text: str
+    path: Path
+    hash: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario with everything needed to expand and run its cases."""
+
+    code: str
+    pillar: str
+    behaviour: str
+    path: Path
+    title: str
+    meta: dict[str, Any]
+    text: str
+    response_format: dict[str, Any]
+    evaluation: EvaluationSpec
+    criteria: Criteria | None
+    category: str | None
+    risk: str | None
+    critical: bool
+    refusal_passes: bool
+    conditions: tuple[Component, ...]
+    user_contexts: tuple[Component, ...]
+    perturbations: tuple[Component, ...]
+    hash: str
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.response_format["json_schema"]["schema"]
+
+
+@dataclass(frozen=True)
+class PillarInfo:
+    code: str
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class BehaviourInfo:
+    code: str
+    title: str
+    description: str
+    compliance: str
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    """The contents of benchmark.yml (all optional)."""
+
+    version: str
+    description: str
+    categories: dict[str, str]
+    styles: dict[str, str]
+    pillars: dict[str, PillarInfo]
+    behaviours: dict[str, BehaviourInfo]
+    hash: str
+
+    def pillar(self, code: str, warn: list[str] | None = None) -> PillarInfo:
+        """The pillar's description, falling back to its code (with a warning) when undescribed."""
+        if code not in self.pillars:
+            if warn is not None:
+                warn.append(f"benchmark.yml describes no pillar {code}: its name falls back to the code")
+            return PillarInfo(code, code, "")
+        return self.pillars[code]
+
+    def behaviour(self, code: str, warn: list[str] | None = None) -> BehaviourInfo:
+        if code not in self.behaviours:
+            if warn is not None:
+                warn.append(f"benchmark.yml describes no behaviour {code}: its title falls back to the code")
+            return BehaviourInfo(code, code, "", "")
+        return self.behaviours[code]
