@@ -23,7 +23,7 @@ def html_extras_for(outcome: Outcome) -> list[dict[str, Any]]:
     if html_extras is None:
         return []
     evaluation = {
-        "status": outcome.status,
+        "status": str(outcome.status),  # plain data: the report travels through xdist
         "reason": outcome.reason,
         "expected": outcome.expected,
         "actual": outcome.actual,

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..execution.outcome import Outcome
+from ..status import Status
 from .analytics import gate, repeat_stats, score, scores_by
 
 
@@ -17,7 +18,7 @@ def _json(value: Any) -> str:
 
 def failure_text(outcome: Outcome) -> str:
     """The text shown for a failed or errored case: reason, expected vs actual, judge, prompt, response."""
-    head = "ERROR" if outcome.status == "error" else "FAILED"
+    head = "ERROR" if outcome.status == Status.ERROR else "FAILED"
     lines = [f"HELMBench {head} {outcome.case_code} [{outcome.model}]: {outcome.reason}"]
     if outcome.expected is not None or outcome.actual is not None:
         lines += [f"expected: {_json(outcome.expected)}", f"actual:   {_json(outcome.actual)}"]
@@ -123,7 +124,7 @@ def summary_lines(
     for model, tally in sorted(tallies.items()):
         yield from model_lines(model, tally)
     if max_cost is not None:
-        budget_skips = sum(1 for t in tallies.values() for r in t.results if r.status == "skipped")
+        budget_skips = sum(1 for t in tallies.values() for r in t.results if r.status == Status.SKIPPED)
         note = (
             f"; {budget_skips} case(s) skipped at the ceiling (a --helmbench-resume runs them)"
             if budget_skips
