@@ -258,7 +258,7 @@ class HelmbenchState:
         wanted = self.resume_request()
         if wanted is None or self.all_dry_run():
             return None
-        from .execution.resume import build_plan
+        from .storage.prior_runs import build_plan
 
         self.open_storage()
         assert self.recorder is not None

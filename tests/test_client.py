@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_helmbench.providers.http import CallError, ChatClient, ChatRequest, ChatResponse, ModelRejected
+from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected
+from pytest_helmbench.providers.http import ChatClient
 from tests.openrouter_server import FakeOpenRouter, Reply
 
 KEY = "sk-or-v1-client-test-SECRET-0123456789"

@@ -12,7 +12,7 @@ from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_conten
 from pytest_helmbench.evaluation.base import Evaluation, Judge
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
-from pytest_helmbench.providers.http import ChatResponse
+from pytest_helmbench.providers.chat import ChatResponse
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria, Scenario
 from tests.benchfiles import CRITERIA, SCENARIO, STRICT_SCHEMA, write_benchmark, write_scenario

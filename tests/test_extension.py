@@ -21,7 +21,7 @@ from pytest_helmbench.evaluation.judge import JudgeVerdict
 from pytest_helmbench.evaluation.pipeline import evaluate
 from pytest_helmbench.evaluation.registry import EvaluatorConflict, EvaluatorRegistry
 from pytest_helmbench.execution.estimate import estimate
-from pytest_helmbench.providers.http import ChatResponse
+from pytest_helmbench.providers.chat import ChatResponse
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria

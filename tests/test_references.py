@@ -16,7 +16,7 @@ import yaml
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
 from pytest_helmbench.evaluation.pipeline import evaluate
-from pytest_helmbench.providers.http import ChatResponse
+from pytest_helmbench.providers.chat import ChatResponse
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria
 

@@ -19,7 +19,8 @@ from pytest_helmbench.evaluation.judge import (
     run_judge,
     verdict_passes,
 )
-from pytest_helmbench.providers.http import CallError, ChatClient, ChatRequest, ChatResponse
+from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse
+from pytest_helmbench.providers.http import ChatClient
 from pytest_helmbench.suite.model import Criteria
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import CRITERIA, write

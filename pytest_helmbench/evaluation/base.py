@@ -21,7 +21,7 @@ from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
 from ..suite.model import Criteria, Scenario
 
 if TYPE_CHECKING:
-    from ..providers.http import ChatResponse
+    from ..providers.chat import ChatResponse
     from .judge import JudgeVerdict
 
 Judge = Callable[[Criteria, str, str], "JudgeVerdict"]

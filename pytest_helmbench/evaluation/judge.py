@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..providers.http import CallError, ChatResponse
+from ..providers.chat import CallError, ChatResponse
 from ..suite.model import Criteria
 from .answers import AnswerInvalid, parse_json_content
 

@@ -6,7 +6,7 @@ outside the scenario's schema are ruled on before the scenario's evaluator sees 
 
 from __future__ import annotations
 
-from ..providers.http import ChatResponse
+from ..providers.chat import ChatResponse
 from ..suite.model import Scenario
 from .answers import AnswerInvalid, parse_json_content, schema_violations
 from .base import Evaluation, EvaluationContext, Evaluator, Judge

@@ -17,7 +17,7 @@ from typing import Any
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_prompt, judge_schema
 from ..evaluation.registry import EvaluatorRegistry
-from ..providers.http import Pricing
+from ..providers.chat import Pricing
 from ..suite.cases import Case
 from ..suite.prompt import ComposedPrompt, compose
 

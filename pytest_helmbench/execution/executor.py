@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
@@ -18,10 +18,9 @@ from ..evaluation.judge import JudgeVerdict, run_judge
 from ..evaluation.pipeline import evaluate
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
-from ..providers.http import CallError, ChatRequest, ChatResponse, ModelRejected
+from ..providers.chat import CacheEntry, CallError, ChatRequest, ChatResponse, ModelRejected, request_key
 from ..providers.pool import ClientPool
 from ..status import Status
-from ..storage.cache import CacheEntry, ResponseCache, request_key
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo, Criteria
 from ..suite.prompt import ComposedPrompt
@@ -29,6 +28,25 @@ from .budget import BudgetExhausted, CostLedger, StopBoard
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 
 log = logging.getLogger(__name__)
+
+
+class CachedAnswer(Protocol):
+    """A stored answer as the executor replays it."""
+
+    raw_response: str
+    cost_usd: float | None
+    latency_ms: float | None
+    created_at: Any
+
+
+class AnswerCache(Protocol):
+    """The response cache as the executor uses it (storage.cache.ResponseCache, given by the state):
+    execution reads it through this protocol and never imports storage."""
+
+    @property
+    def writable(self) -> bool: ...
+
+    def get(self, key: str) -> CachedAnswer | None: ...
 
 
 @dataclass
@@ -43,7 +61,7 @@ class Executor:
     info: BenchmarkInfo
     clients: ClientPool
     board: StopBoard
-    cache: ResponseCache | None = None
+    cache: AnswerCache | None = None
     ledger: CostLedger | None = None
     evaluators: EvaluatorRegistry = field(default_factory=builtin_registry)
     _probes: dict[str, threading.Event] = field(default_factory=dict)

@@ -1,9 +1,9 @@
 """Resume an interrupted run, or retry a run's errors, without paying twice for a finished case.
 
-The controller reads the run's Results once and writes a plan (plain JSON) that every xdist worker
-loads, so all processes deselect exactly the same cases. A case counts as finished when its Result
-passed or failed *with the same request hash* (same composed prompt, schema, model settings and
-options); a changed case is run afresh and replaces its old Result.
+The controller reads the run's Results once (storage/prior_runs.py) and writes a plan (plain JSON)
+that every xdist worker loads, so all processes deselect exactly the same cases. A case counts as
+finished when its Result passed or failed *with the same request hash* (same composed prompt, schema,
+model settings and options); a changed case is run afresh and replaces its old Result.
 """
 
 from __future__ import annotations
@@ -13,13 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ..errors import HelmbenchError
-from ..status import RunStatus, Status
-
-if TYPE_CHECKING:  # SQLAlchemy is imported only when a plan is built from the database
-    from sqlmodel import Session
+from ..status import Status
 
 
 class Decision(StrEnum):
@@ -102,61 +98,3 @@ def apply_plan(plan: ResumePlan, cases: Iterable[PlannedCase]) -> PlanOutcome:
     for decision in decisions:
         counts[str(decision)] += 1
     return PlanOutcome(decisions, counts)
-
-
-def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> dict[str, int]:
-    from sqlmodel import select
-
-    from ..storage.tables import LLM, EvaluationRun
-
-    found: dict[str, int] = {}
-    for model in models:
-        query = (
-            select(EvaluationRun.id).join(LLM, LLM.id == EvaluationRun.llm_id).where(LLM.model_id == model)
-        )
-        if incomplete_only:
-            query = query.where(EvaluationRun.status != RunStatus.COMPLETED)
-        run_id = session.exec(query.order_by(EvaluationRun.id.desc())).first()
-        if run_id is not None:
-            found[model] = run_id
-    return found
-
-
-def build_plan(engine: Any, models: list[str], which: str, errors_only: bool) -> ResumePlan:
-    """`which` is 'latest' (each model's newest incomplete run; for errors, its newest run) or a run id."""
-    from sqlmodel import Session, select
-
-    from ..storage.tables import LLM, EvaluationRun, Result
-
-    with Session(engine) as session:
-        if which == "latest":
-            runs = _latest_runs(session, models, incomplete_only=not errors_only)
-        else:
-            try:
-                run_id = int(which)
-            except ValueError:
-                raise ResumeError(
-                    f"{which!r} is not a run id (use a number, or no value for the latest run)"
-                ) from None
-            row = session.exec(
-                select(EvaluationRun, LLM)
-                .join(LLM, LLM.id == EvaluationRun.llm_id)
-                .where(EvaluationRun.id == run_id)
-            ).first()
-            if row is None:
-                raise ResumeError(f"there is no run {run_id} in the database (see `helmbench costs`)")
-            if row[1].model_id not in models:
-                raise ResumeError(
-                    f"run {run_id} evaluated {row[1].model_id}, which is not among the selected models "
-                    f"({', '.join(models)})"
-                )
-            runs = {row[1].model_id: run_id}
-        prior: dict[str, dict[str, list[str | None]]] = {}
-        for model, run_id in runs.items():
-            rows = session.exec(
-                select(Result.case_code, Result.repeat_index, Result.status, Result.request_hash)
-                .where(Result.run_id == run_id)
-                .order_by(Result.id)
-            ).all()
-            prior[model] = {case_key(code, repeat): [status, digest] for code, repeat, status, digest in rows}
-    return ResumePlan(runs=runs, prior=prior, errors_only=errors_only)

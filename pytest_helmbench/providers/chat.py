@@ -7,6 +7,7 @@ answered: everything else is a CallError (an outage is never scored as an unsafe
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +74,28 @@ class ChatRequest:
                 body["reasoning"] = self.reasoning
         body.update(self.extra)
         return body
+
+
+def request_key(base_url: str, api: str, request: ChatRequest, repeat: int = 0) -> str:
+    """sha256 of the full request as sent, plus where it is sent and the repeat index: the request's
+    identity, stored on every Result (resume compares it) and the response cache's key."""
+    material = {"base_url": base_url.rstrip("/"), "api": api, "body": request.body(api), "repeat": repeat}
+    return hashlib.sha256(
+        json.dumps(material, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """What is kept of one paid call for the response cache (plain data: it travels from xdist workers)."""
+
+    key: str
+    model_id: str
+    raw_response: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float | None
 
 
 @dataclass(frozen=True)

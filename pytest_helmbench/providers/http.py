@@ -32,17 +32,6 @@ from .chat import (
 )
 from .ratelimit import AdaptiveLimiter
 
-# Re-exported: the data types and read_completion were defined here before providers/chat.py.
-__all__ = [
-    "CallError",
-    "ChatClient",
-    "ChatRequest",
-    "ChatResponse",
-    "ModelRejected",
-    "Pricing",
-    "read_completion",
-]
-
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504, 520, 522, 524, 529}

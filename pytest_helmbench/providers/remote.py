@@ -12,7 +12,8 @@ from ..config import ModelConfig
 from .base import ClientCache, ModelClient, Provider, ProviderContext
 
 if TYPE_CHECKING:
-    from .http import ChatClient, Pricing
+    from .chat import Pricing
+    from .http import ChatClient
 
 
 class HttpProvider(Provider):

@@ -9,42 +9,17 @@ read, the controller writes them with the Result that paid for them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
-from ..providers.http import ChatRequest
 from .tables import CachedResponse, utcnow
 
 log = logging.getLogger(__name__)
-
-
-def request_key(base_url: str, api: str, request: ChatRequest, repeat: int = 0) -> str:
-    """sha256 of the full request as sent, plus where it is sent and the repeat index."""
-    material = {"base_url": base_url.rstrip("/"), "api": api, "body": request.body(api), "repeat": repeat}
-    return hashlib.sha256(
-        json.dumps(material, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    ).hexdigest()
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """What is stored for one paid call (plain data: it travels from xdist workers)."""
-
-    key: str
-    model_id: str
-    raw_response: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_ms: float | None
 
 
 class ResponseCache:
