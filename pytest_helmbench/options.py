@@ -7,11 +7,148 @@ command line, then the environment, then the ini file, then the option's default
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from .config import OPTIONS, Option, env_flag
+from .config import OPENROUTER_BASE_URL, env_flag
+
+
+@dataclass(frozen=True)
+class Option:
+    """One --helmbench-* option with its ini twin and environment variable."""
+
+    name: str
+    help: str
+    env: str | None = None
+    default: Any = None
+    kind: str = "string"  # string | bool | list | optional (flag with an optional value)
+    const: str | None = None  # the value of an `optional` flag given without one
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "model",
+        "model id(s) to evaluate; comma-separated and repeatable (default: models.yml)",
+        "HELMBENCH_MODEL",
+        kind="list",
+    ),
+    Option(
+        "marking-model",
+        "judge model for sqe scenarios (default: models.yml marking_model)",
+        "HELMBENCH_MARKING_MODEL",
+    ),
+    Option(
+        "db",
+        "SQLAlchemy URL of the results database (default: sqlite file helmbench.db in the rootdir)",
+        "HELMBENCH_DB",
+    ),
+    Option(
+        "base-url", "API base URL (default: OpenRouter's /api/v1)", "OPENROUTER_BASE_URL", OPENROUTER_BASE_URL
+    ),
+    Option(
+        "api",
+        "openrouter (default) or openai (standard fields only: Ollama, vLLM, llama.cpp, LM Studio)",
+        "HELMBENCH_API",
+        "openrouter",
+    ),
+    Option(
+        "dry-run",
+        "compose and validate every case, send nothing, record nothing",
+        "HELMBENCH_DRY_RUN",
+        False,
+        "bool",
+    ),
+    Option("temperature", "sampling temperature (default 0)", "HELMBENCH_TEMPERATURE", "0"),
+    Option("max-tokens", "max_tokens per call (default 4096)", "HELMBENCH_MAX_TOKENS", "4096"),
+    Option("seed", "sampling seed sent with every call (default: none)", "HELMBENCH_SEED"),
+    Option("timeout", "seconds per HTTP call before it is retried (default 120)", "HELMBENCH_TIMEOUT", "120"),
+    Option(
+        "retries",
+        "retries of a transient failure (429, 5xx, timeouts) before the case errors (default 5)",
+        "HELMBENCH_RETRIES",
+        "5",
+    ),
+    Option(
+        "backoff",
+        "first retry delay in seconds, doubled each retry, capped at 60 (default 1)",
+        "HELMBENCH_BACKOFF",
+        "1",
+    ),
+    Option(
+        "select",
+        "segment-aware code selection, e.g. P1-B1-S1 (never P1-B1-S10), C2, U0 (no user context); "
+        "comma-separated, repeatable",
+        "HELMBENCH_SELECT",
+        kind="list",
+    ),
+    Option(
+        "concurrency",
+        "model calls in flight at once in one process (default 8; adaptive on 429; use -n or this, not both)",
+        "HELMBENCH_CONCURRENCY",
+        "8",
+    ),
+    Option(
+        "cache",
+        "response cache: off, read, write or on (default: on at temperature 0, else off)",
+        "HELMBENCH_CACHE",
+    ),
+    Option(
+        "cache-ttl",
+        "ignore cached responses older than this (e.g. 30d, 12h; default: never expire)",
+        "HELMBENCH_CACHE_TTL",
+    ),
+    Option(
+        "max-cost",
+        "USD ceiling for this session across all workers; cases past it are recorded as skipped",
+        "HELMBENCH_MAX_COST",
+    ),
+    Option(
+        "resume",
+        "complete the latest incomplete run of each model (or =RUN_ID): "
+        "run only missing, errored or changed cases",
+        "HELMBENCH_RESUME",
+        kind="optional",
+        const="latest",
+    ),
+    Option(
+        "retry-errors",
+        "rerun only the errored cases of each model's latest run (or =RUN_ID), in that run",
+        "HELMBENCH_RETRY_ERRORS",
+        kind="optional",
+        const="latest",
+    ),
+    Option(
+        "estimate",
+        "print expected tokens and USD for the selected cases, then stop (nothing is sent)",
+        "HELMBENCH_ESTIMATE",
+        False,
+        "bool",
+    ),
+    Option(
+        "repeat",
+        "run each case N times (pass rate with a 95% Wilson interval, pass^k)",
+        "HELMBENCH_REPEAT",
+        "1",
+    ),
+    Option(
+        "sample",
+        "run N cases picked deterministically (seeded), stratified so every behaviour is represented",
+        "HELMBENCH_SAMPLE",
+    ),
+    Option("sample-seed", "seed of --helmbench-sample (default 0)", "HELMBENCH_SAMPLE_SEED", "0"),
+    Option(
+        "fail-under",
+        "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
+        "HELMBENCH_FAIL_UNDER",
+    ),
+    Option(
+        "max-file-size",
+        "largest benchmark file read, in bytes (default 1048576 = 1 MB); a larger one is a collection error",
+        "HELMBENCH_MAX_FILE_SIZE",
+    ),
+)
 
 
 def option_dest(name: str) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_helmbench.config import OPTIONS
-from pytest_helmbench.options import option_named, option_value
+from pytest_helmbench.options import OPTIONS, option_named, option_value
 
 
 @pytest.fixture(autouse=True)

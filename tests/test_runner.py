@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_helmbench.config import OPTIONS, ModelConfig, Settings, build_settings, load_models_file
+from pytest_helmbench.config import ModelConfig, Settings, build_settings, load_models_file
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import judge_prompt
 from pytest_helmbench.execution.executor import (
@@ -18,6 +18,7 @@ from pytest_helmbench.execution.executor import (
     ModelStopped,
     StopBoard,
 )
+from pytest_helmbench.options import OPTIONS
 from pytest_helmbench.providers.pool import ClientPool, build_request
 from pytest_helmbench.suite.cases import Case, expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
