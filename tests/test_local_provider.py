@@ -21,7 +21,7 @@ import pytest
 
 from pytest_helmbench.providers import local_server as ls
 from pytest_helmbench.providers import local_weights as lw
-from pytest_helmbench.providers.local import LOCAL_PREFIX, LocalProviderError, is_local_model
+from pytest_helmbench.providers.local_ids import LOCAL_PREFIX, LocalProviderError, is_local_model
 from pytest_helmbench.providers.local_server import LocalServer
 from pytest_helmbench.providers.local_weights import ALIASES, WeightsSource, resolve_weights
 

@@ -12,6 +12,7 @@ import pytest
 from pytest_helmbench.config import ModelConfig, Settings
 from pytest_helmbench.errors import HelmbenchError
 from pytest_helmbench.providers.base import InProcessClient, ModelClient, Provider, ProviderContext
+from pytest_helmbench.providers.builtin import builtin_registry
 from pytest_helmbench.providers.chat import ChatRequest, Pricing
 from pytest_helmbench.providers.local import LocalProvider
 from pytest_helmbench.providers.pool import ClientPool
@@ -66,7 +67,7 @@ def settings(**overrides: object) -> Settings:
 
 
 def test_unknown_ids_go_to_http_and_local_ids_to_the_local_provider() -> None:
-    registry = ProviderRegistry.builtin()
+    registry = builtin_registry()
     assert [p.name for p in registry] == ["local", "http"]
     assert registry.for_model("openai/gpt-4o-mini").name == "http"
     assert registry.for_model("some-new/model").name == "http"
@@ -75,7 +76,7 @@ def test_unknown_ids_go_to_http_and_local_ids_to_the_local_provider() -> None:
 
 
 def test_a_provider_added_after_the_builtins_still_takes_over_their_ids() -> None:
-    registry = ProviderRegistry.builtin()
+    registry = builtin_registry()
     registry.add(Echo(prefix="local/"))
     assert [p.name for p in registry] == ["echo", "local", "http"]
     assert registry.for_model("local/smollm2").name == "echo"

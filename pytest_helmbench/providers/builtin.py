@@ -22,3 +22,12 @@ def pytest_helmbench_register_providers(registry: ProviderRegistry) -> None:
 
     registry.add(LocalProvider(), last=True)
     registry.add(HttpProvider(), last=True)  # answers any id: consulted after every other provider
+
+
+def builtin_registry() -> ProviderRegistry:
+    """Only the built-in providers (code that runs without pytest's plugin manager)."""
+    from .registry import ProviderRegistry
+
+    registry = ProviderRegistry()
+    pytest_helmbench_register_providers(registry)
+    return registry

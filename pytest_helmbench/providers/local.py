@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import ModelConfig
-from ..errors import HelmbenchError
 from .base import ClientCache, ModelClient, Provider, ProviderContext
 from .chat import Pricing
+from .local_ids import is_local_model
 
 if TYPE_CHECKING:
     from .http import ChatClient
@@ -24,19 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LOCAL_PREFIX = "local/"
-INSTALL_HINT = "pip install 'pytest-helmbench[local]'  (or: pip install xllamacpp)"
 LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
 LOCAL_PARALLEL = 2  # requests one server decodes at once (LocalServer's default slots)
-
-
-class LocalProviderError(HelmbenchError):
-    """A problem of the local provider the user can fix (missing package, missing weights, failed start)."""
-
-
-def is_local_model(model_id: str) -> bool:
-    """True for ids served by the embedded local provider (``local/...``)."""
-    return model_id.startswith(LOCAL_PREFIX) and len(model_id) > len(LOCAL_PREFIX)
 
 
 class LocalProvider(Provider):

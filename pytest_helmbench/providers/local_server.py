@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import NoReturn
 
-from .local import INSTALL_HINT, LocalProviderError
+from .local_ids import INSTALL_HINT, LocalProviderError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .local import LOCAL_PREFIX, LocalProviderError, is_local_model
+from .local_ids import LOCAL_PREFIX, LocalProviderError, is_local_model
 
 log = logging.getLogger(__name__)
 

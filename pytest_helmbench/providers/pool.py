@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import ModelConfig, Settings
 from .base import ModelClient, Provider, ProviderContext
+from .builtin import builtin_registry
 from .chat import ChatRequest, Pricing
 from .ratelimit import AdaptiveLimiter
 from .registry import ProviderRegistry
@@ -62,7 +63,7 @@ class ClientPool:
         shared_file: Path | None = None,
     ) -> None:
         self.settings = settings
-        self.registry = registry if registry is not None else ProviderRegistry.builtin()
+        self.registry = registry if registry is not None else builtin_registry()
         self.context = ProviderContext(settings, base_dir or Path.cwd(), threading.Event(), limiter)
         self._shared_file = shared_file
         self._received = shared_file is None

@@ -44,12 +44,3 @@ class ProviderRegistry:
         registry = cls()
         hook.pytest_helmbench_register_providers(registry=registry)
         return registry
-
-    @classmethod
-    def builtin(cls) -> ProviderRegistry:
-        """Only the built-in providers (code that runs without pytest's plugin manager)."""
-        from . import builtin
-
-        registry = cls()
-        builtin.pytest_helmbench_register_providers(registry)
-        return registry
