@@ -15,11 +15,11 @@ import pytest
 from . import gc_tuning
 from .controller import ControllerHooks
 from .errors import HelmbenchError
-from .execution.outcome import CaseError, Outcome
+from .execution.outcome import CaseError
 from .execution.prefetch import Prefetch, held_back, start_prefetch
 from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, sort_cases
 from .options import add_options
-from .reporting.html_extras import HTML_COLUMNS, html_cells, html_extras_for
+from .reporting.html_extras import PytestHtmlHooks, html_extras_for
 from .reporting.terminal import failure_text
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
@@ -67,6 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerHooks(state), "helmbench-controller")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state, _prepare_run), "helmbench-xdist")
+    if config.pluginmanager.hasplugin("html"):  # its hooks exist only then: `-p no:html` must work
+        config.pluginmanager.register(PytestHtmlHooks(), "helmbench-html")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -235,15 +237,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if outcome.status in UNSUCCESSFUL:
             report.extras = [*getattr(report, "extras", []), *html_extras_for(outcome)]
     return report
-
-
-def pytest_html_results_table_header(cells: list[str]) -> None:
-    cells[2:2] = [f"<th>{name}</th>" for name in HTML_COLUMNS]
-
-
-def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
-    payload = getattr(report, "helmbench", None)
-    cells[2:2] = html_cells(Outcome.from_dict(payload) if payload else None)
 
 
 @pytest.hookimpl(trylast=True)

@@ -321,6 +321,15 @@ def test_failure_report_html_and_junit(pytester, bench, helm_env):
         assert API_KEY not in text
 
 
+def test_runs_without_pytest_html(pytester, bench, helm_env):
+    """`-p no:html`: HELMBench's pytest-html hooks are registered only when pytest-html is active."""
+    helm_env.add_rule(contains="powerhouse", reply=Reply.ok(GOOD))
+    result = run(pytester, "-p", "no:html", "--helmbench-select=C1-U0-PT1")
+    result.assert_outcomes(passed=1)
+    assert "unknown hook" not in result.stdout.str() + result.stderr.str()
+    assert len(rows(pytester.path / "helmbench.db", "select id from result")) == 1
+
+
 def test_inert_without_helmbench_cases(pytester, helm_env):
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
