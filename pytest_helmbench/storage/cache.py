@@ -12,14 +12,47 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import bindparam, delete, insert
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
 from .tables import CachedResponse, utcnow
 
 log = logging.getLogger(__name__)
+
+_CACHED = CachedResponse.__table__
+_DELETE_CACHED = delete(_CACHED).where(_CACHED.c.key.in_(bindparam("keys", expanding=True)))
+_INSERT_CACHED = insert(_CACHED)
+
+
+def _upsert_cached(dialect_insert: Any) -> Any:
+    statement = dialect_insert(_CACHED)
+    return statement.on_conflict_do_update(
+        index_elements=[_CACHED.c.key],
+        set_={c.name: statement.excluded[c.name] for c in _CACHED.columns if c.name != "key"},
+    )
+
+
+# One statement where the dialect has INSERT .. ON CONFLICT (safe against another session writing the key).
+_UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert_cached(postgresql_insert)}
+
+
+def write_entries(db: Any, dialect: str, entries: list[dict[str, Any]]) -> None:
+    """Store fresh answers (CacheEntry dicts), each replacing any older entry of its key (one that
+    expired, or was not read), in the caller's transaction: the recorder writes them with a Result.
+    Written in key order, so two sessions writing at once never wait on each other in a cycle."""
+    fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
+    rows = [fresh[key] for key in sorted(fresh)]
+    upsert = _UPSERT_CACHED.get(dialect)
+    if upsert is not None:
+        db.execute(upsert, rows)
+    else:
+        db.execute(_DELETE_CACHED, {"keys": sorted(fresh)})
+        db.execute(_INSERT_CACHED, rows)
 
 
 class ResponseCache:

@@ -12,18 +12,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
 from ..execution.outcome import Outcome
 from ..status import RunStatus, Status
+from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
-from .tables import LLM, RUN_COUNTER_TRIGGERS, CachedResponse, EvaluationRun, Result, utcnow
+from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
 CACHE_BATCH_SECONDS = 2.0
@@ -204,16 +203,8 @@ class Recorder:
         Called with the pending entries, inside a Result's transaction; they are dropped from the
         pending list only once that transaction commits (see record)."""
         self._cache_flushed = time.monotonic()
-        if not entries:
-            return
-        fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
-        fresh = dict(sorted(fresh.items()))  # one lock order for every session: no deadlock between two
-        upsert = _UPSERT_CACHED.get(self.engine.dialect.name)
-        if upsert is not None:
-            db.execute(upsert, list(fresh.values()))
-        else:
-            db.execute(_DELETE_CACHED, {"keys": list(fresh)})
-            db.execute(_INSERT_CACHED, list(fresh.values()))
+        if entries:
+            write_entries(db, self.engine.dialect.name, entries)
         self._cache_written = len(entries)
 
     def finish(self, statuses: dict[str, RunStatus]) -> None:
@@ -280,27 +271,13 @@ COUNTERS = (
 )
 
 # Built once: SQLAlchemy then reuses their compiled form (building them per Result cost ~0.1 ms each).
-_RUNS, _RESULTS, _CACHED = EvaluationRun.__table__, Result.__table__, CachedResponse.__table__
+_RUNS, _RESULTS = EvaluationRun.__table__, Result.__table__
 _INSERT_RESULT = insert(_RESULTS)
 _UPDATE_COUNTERS = (
     update(_RUNS)
     .where(_RUNS.c.id == bindparam("run_id"))
     .values({name: bindparam(f"new_{name}") for name in COUNTERS})
 )
-_DELETE_CACHED = delete(_CACHED).where(_CACHED.c.key.in_(bindparam("keys", expanding=True)))
-_INSERT_CACHED = insert(_CACHED)
-
-
-def _upsert_cached(dialect_insert: Any) -> Any:
-    statement = dialect_insert(_CACHED)
-    return statement.on_conflict_do_update(
-        index_elements=[_CACHED.c.key],
-        set_={c.name: statement.excluded[c.name] for c in _CACHED.columns if c.name != "key"},
-    )
-
-
-# One statement where the dialect has INSERT .. ON CONFLICT (safe against another session writing the key).
-_UPSERT_CACHED = {"sqlite": _upsert_cached(sqlite_insert), "postgresql": _upsert_cached(postgresql_insert)}
 
 
 @dataclass
