@@ -663,6 +663,10 @@ class FakeOpenRouter:
         self._usage = 0.0
         self._connections: set[socket.socket] = set()
         self._stop_event = threading.Event()
+        self._in_flight = 0
+        #: The most chat requests this server was handling at one moment (a measure of client
+        #: concurrency that does not depend on how fast the machine is).
+        self.max_in_flight = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -896,6 +900,16 @@ class FakeOpenRouter:
         return None
 
     def _chat(self, record: RecordedRequest, body_error: str | None) -> _Response:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            return self._chat_answer(record, body_error)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _chat_answer(self, record: RecordedRequest, body_error: str | None) -> _Response:
         started = time.monotonic()
         if self.latency > 0:
             self._stop_event.wait(self.latency)

@@ -465,11 +465,10 @@ def test_latency_does_not_throttle_concurrency(srv: FakeOpenRouter) -> None:
         ) as c,
         ThreadPoolExecutor(50) as pool,
     ):
-        started = time.monotonic()
         codes = list(pool.map(lambda i: post(c, chat_body(f"case {i}")).status_code, range(100)))
-        elapsed = time.monotonic() - started
     assert codes == [200] * 100
-    assert elapsed < 0.4 * 1.5 + 0.3  # ideal 100 x 0.2 s / 50 = 0.4 s
+    # The waits overlap: many requests were in the server at once (a count, not a wall-clock margin).
+    assert srv.max_in_flight >= 10
 
 
 # ---- CLI ------------------------------------------------------------------------------------------------

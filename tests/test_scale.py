@@ -148,18 +148,15 @@ def summary_line(result: pytest.RunResult, start: str) -> str:
 # --- speed -----------------------------------------------------------------------------------------
 
 
-def test_concurrent_calls_are_fast_and_every_item_reports_its_own_outcome(project, pytester, helm_env):
+def test_calls_run_concurrently_and_every_item_reports_its_own_outcome(project, pytester, helm_env):
+    """The server sees many calls at once (how fast that makes a run is bench/throughput.py's job)."""
     cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=1, perturbations=5)
     assert cases == 40
     helm_env.latency = 0.2
     helm_env.add_rule(contains="question 2?", reply=Reply.ok(WRONG))
     helm_env.add_rule(contains="question 3?", reply=Reply.error(500, "down"))
-    started = time.perf_counter()
     result = run(pytester, "--helmbench-concurrency=20", "--helmbench-retries=0")
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.4 * cases * helm_env.latency, (
-        f"{elapsed:.1f}s is not well under the serial {cases * helm_env.latency:.0f}s"
-    )
+    assert 5 <= helm_env.max_in_flight <= 20  # concurrent, and never above the limit
     result.assert_outcomes(passed=24, failed=8, errors=8)
     reported = statuses_by_code(result)
     expected = {
@@ -223,7 +220,7 @@ def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
     """Calls waiting out a Retry-After when Ctrl-C arrives give up at once: no request after the stop."""
     write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=5)
     concurrency = 4
-    helm_env.add_rule(reply=Reply.error(503, "no provider", retry_after=3))
+    helm_env.add_rule(reply=Reply.error(503, "no provider", retry_after=60))
     child = subprocess.Popen(
         [
             sys.executable,
@@ -241,16 +238,15 @@ def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while len(helm_env.chat_requests) < concurrency and time.monotonic() < deadline and child.poll() is None:
+    while not helm_env.chat_requests and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
-    time.sleep(0.3)  # every call in flight is now waiting out its 3 s Retry-After
+    time.sleep(0.3)  # the model's first call (it goes alone) is now waiting out its 60 s Retry-After
     sent = len(helm_env.chat_requests)
-    stopped = time.monotonic()
     child.send_signal(signal.SIGINT)
-    assert child.wait(timeout=20) == pytest.ExitCode.INTERRUPTED
-    assert time.monotonic() - stopped < 2.5, "the process waited for the retries of calls in flight"
+    # Ending within 30 s proves it did not wait out the 60 s (no wall-clock margin to be flaky on).
+    assert child.wait(timeout=30) == pytest.ExitCode.INTERRUPTED, "it waited for the retries in flight"
     time.sleep(0.2)
-    assert sent == concurrency and len(helm_env.chat_requests) == sent
+    assert sent >= 1 and len(helm_env.chat_requests) == sent, "a retry was sent after the stop"
 
 
 def test_concurrency_and_xdist_together_is_a_clear_usage_error(project, pytester, helm_env):
