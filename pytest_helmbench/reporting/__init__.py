@@ -4,7 +4,7 @@
   and ``attribution`` (per-factor effects): pure functions over ``CaseResult`` records.
 - ``terminal`` (failure texts, the end-of-session summary) and ``html_extras`` (pytest-html
   columns, cells and extras) for the pytest session.
-- The `helmbench report` page: ``series`` (one row per model or run), ``tables``, ``charts`` (inline
+- The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` (inline
   SVG drawn in Python, on the primitives of ``svg``) and ``html_report`` (assembly, with
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``export``: every stored Result as CSV, JSON or JSON Lines.

@@ -36,9 +36,7 @@ from .charts import (
     heatmap_chart,
     score_chart,
 )
-from .series import Series, SeriesSummary, build_series, summaries, summarise, summary_line
-from .svg import esc
-from .tables import (
+from .html_tables import (
     behaviour_table,
     cost_table,
     failures_section,
@@ -47,6 +45,8 @@ from .tables import (
     stability_table,
     summary_table,
 )
+from .series import Series, SeriesSummary, build_series, summaries, summarise, summary_line
+from .svg import esc
 
 # The command line prints a line per series next to the page; it may import both from here.
 __all__ = ["MAX_FAILURES", "assets", "render_report", "summaries", "summary_line"]
