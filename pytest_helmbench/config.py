@@ -279,9 +279,5 @@ def build_settings(
     )
 
 
-def env_flag(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
 def api_key_from_env() -> str:
     return os.environ.get(KEY_ENV, "").strip()

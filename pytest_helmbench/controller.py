@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from .config import DRY_RUN_REASON
-from .errors import HelmbenchError
+from .errors import ConfigError, HelmbenchError
 from .execution.outcome import Outcome
 from .reporting.analytics import exit_decision
 from .reporting.terminal import summary_lines
@@ -37,11 +37,10 @@ class ControllerHooks:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
         state = self.state
-        if state.resume_request() is None:
-            return
         try:
-            state.prepare_resume()
-        except HelmbenchError as exc:
+            if state.resume_request() is not None:
+                state.prepare_resume()
+        except HelmbenchError as exc:  # HELMBENCH_RESUME=soon included: one usage error
             raise pytest.UsageError(f"HELMBench: {exc}") from None
 
     @pytest.hookimpl(tryfirst=True)
@@ -60,7 +59,11 @@ class ControllerHooks:
             exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         )
         state.finish(interrupted)
-        if state.option("estimate") and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        try:
+            estimating = exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and state.option("estimate")
+        except ConfigError:  # said at collection; a session without HELMBench cases ignores it
+            estimating = False
+        if estimating:
             session.exitstatus = pytest.ExitCode.OK  # everything was deselected on purpose
         elif stopped:
             session.exitstatus = pytest.ExitCode.INTERRUPTED

@@ -41,6 +41,8 @@ class ScenarioFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         state = HelmbenchState.get(self.config)
+        if not state.options_usable():  # a bad option: raised by the first file only
+            return
         scenario = state.load_scenario(self.path)
         models = state.settings.model_ids
         repeats = state.settings.repeat

@@ -7,12 +7,14 @@ command line, then the environment, then the ini file, then the option's default
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from .config import OPENROUTER_BASE_URL, env_flag
+from .config import OPENROUTER_BASE_URL
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -186,17 +188,60 @@ def option_value(config: pytest.Config, option: Option) -> Any:
     cli = config.getoption(option_dest(option.name), None)
     if cli not in (None, [], False):
         return cli
-    if option.kind == "optional" and option.env and env_flag(os.environ.get(option.env, "")):
-        return option.const
     env = os.environ.get(option.env, "") if option.env else ""
     if env.strip():
         if option.kind == "bool":
-            return env_flag(env)
+            return flag_value(env, option.env or "")
+        if option.kind == "optional":
+            return optional_value(option, env, option.env or "")
         return [env] if option.kind == "list" else env
-    ini = config.getini(option_dest(option.name))
+    ini = _ini(config, option)
+    if option.kind == "optional" and isinstance(ini, str) and ini.strip():
+        return optional_value(option, ini, f"ini {option_dest(option.name)}")
     if ini not in (None, "", [], False):
         return ini if option.kind != "list" else [ini]
     return option.default
+
+
+FLAG_ON = ("1", "true", "yes", "on")
+FLAG_OFF = ("0", "false", "no", "off")
+_FLAG_WORDS = f"{', '.join(FLAG_ON)} (on) or {', '.join(FLAG_OFF)} (off)"
+
+
+def flag_value(text: str, where: str) -> bool:
+    """The one rule for a boolean environment variable (case and spaces ignored); anything else is a
+    ConfigError naming the variable and the accepted values, never silently off."""
+    word = text.strip().lower()
+    if word in FLAG_ON or word in FLAG_OFF:
+        return word in FLAG_ON
+    raise ConfigError(f"{where}={text!r} is not a yes/no value: use {_FLAG_WORDS}")
+
+
+def optional_value(option: Option, text: str, where: str) -> str | None:
+    """A flag with an optional value (--helmbench-resume[=RUN_ID]) from the environment or ini: an on
+    word is the flag alone, an off word is off (None), else its value (`latest` or a run id)."""
+    word = text.strip().lower()
+    if word in FLAG_ON:
+        return option.const
+    if word in FLAG_OFF:
+        return None
+    if word == option.const or re.fullmatch("[0-9]+", word):
+        return word
+    raise ConfigError(f"{where}={text!r}: use a run id (a whole number), {option.const}, or {_FLAG_WORDS}")
+
+
+def _ini(config: pytest.Config, option: Option) -> Any:
+    """pytest parses a bool ini value by its own rule; a value it cannot read is a ConfigError too."""
+    try:
+        return config.getini(option_dest(option.name))
+    except (ValueError, pytest.UsageError) as exc:  # pytest 8 raises the first, 9 the second
+        raise ConfigError(f"ini {option_dest(option.name)}: {exc}") from None
+
+
+def check_options(config: pytest.Config) -> None:
+    """Read every option once: a bad value anywhere is a ConfigError now, not later mid-collection."""
+    for option in OPTIONS:
+        option_value(config, option)
 
 
 def option_named(name: str) -> Option:

@@ -21,11 +21,11 @@ from .config import (
     build_settings,
     load_models_file,
 )
-from .errors import HelmbenchError
+from .errors import ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
 from .execution.outcome import CaseResult, Outcome
 from .execution.shared import SharedFiles
-from .options import option_named, option_value
+from .options import check_options, option_named, option_value
 from .providers.ratelimit import AdaptiveLimiter
 from .status import RunStatus, Status
 from .suite.files import parse_file_size
@@ -92,6 +92,8 @@ class HelmbenchState:
         workerinput = getattr(config, "workerinput", None)
         self.shared = SharedFiles.from_workerinput(workerinput) if workerinput else SharedFiles.new()
         self._options: dict[str, dict[str, Any]] = {}
+        self._options_checked = False
+        self._option_error: ConfigError | None = None
 
     @staticmethod
     def get(config: pytest.Config) -> HelmbenchState:
@@ -143,6 +145,20 @@ class HelmbenchState:
 
     def option(self, name: str) -> Any:
         return option_value(self.config, option_named(name))
+
+    def options_usable(self) -> bool:
+        """Checked by each scenario file before it collects. A bad option or setting (ConfigError) is
+        raised once, by the first file, as its collection error (a string, so xdist shows the workers'
+        identical ones once); the other files then collect nothing, instead of one error each."""
+        if not self._options_checked:
+            self._options_checked = True
+            try:
+                check_options(self.config)
+                _ = self.settings, self.loader
+            except ConfigError as exc:
+                self._option_error = exc
+                raise
+        return self._option_error is None
 
     @property
     def session_id(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from .errors import ConfigError
 from .state import HelmbenchState
 
 CONCURRENCY_AND_WORKERS = (
@@ -37,7 +38,11 @@ class XdistHooks:
             concurrency = state.config.getoption("helmbench_concurrency")
             if concurrency and int(concurrency) > 1:
                 raise pytest.UsageError(CONCURRENCY_AND_WORKERS)
-            if state.option("estimate"):
+            try:
+                estimate = state.option("estimate")
+            except ConfigError as exc:  # e.g. HELMBENCH_ESTIMATE=maybe
+                raise pytest.UsageError(f"HELMBench: {exc}") from None
+            if estimate:
                 raise pytest.UsageError("--helmbench-estimate runs without -n")
         node.workerinput.update(state.workerinput())
 

@@ -22,6 +22,7 @@ STAGES = {
     "errors": 0,
     "codes": 0,
     "status": 0,
+    "jsontext": 0,
     "__init__": 0,
     "suite": 1,
     "config": 2,

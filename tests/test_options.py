@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_helmbench.errors import ConfigError
 from pytest_helmbench.options import OPTIONS, option_named, option_value
 
 
@@ -124,11 +125,70 @@ def test_optional_ini(pytester) -> None:
     assert value(pytester, "resume") == "12"
 
 
-@pytest.mark.parametrize(("env", "expected"), [("1", "latest"), ("true", "latest"), ("12", "12")])
+@pytest.mark.parametrize(
+    ("env", "expected"), [("1", "latest"), ("true", "latest"), (" Yes ", "latest"), ("12", "12")]
+)
 def test_optional_env_flag_or_value_over_ini(pytester, monkeypatch, env: str, expected: str) -> None:
     ini(pytester, resume="3")
     monkeypatch.setenv("HELMBENCH_RESUME", env)
     assert value(pytester, "resume") == expected
+
+
+@pytest.mark.parametrize("env", ["false", "0", "no", "off", "OFF", " False "])
+def test_optional_env_off_words_mean_off_even_over_ini(pytester, monkeypatch, env: str) -> None:
+    """HELMBENCH_RESUME=false used to be read as run id 'false'."""
+    ini(pytester, resume="3")
+    monkeypatch.setenv("HELMBENCH_RESUME", env)
+    assert value(pytester, "resume") is None
+    assert value(pytester, "resume", "--helmbench-resume=7") == "7"  # the command line still wins
+
+
+@pytest.mark.parametrize(("text", "expected"), [("false", None), ("on", "latest"), ("latest", "latest")])
+def test_optional_ini_follows_the_same_rule(pytester, text: str, expected: str | None) -> None:
+    ini(pytester, retry_errors=text)
+    assert value(pytester, "retry-errors") == expected
+
+
+@pytest.mark.parametrize("env", ["maybe", "-1", "12a", "run 3"])
+def test_an_unrecognised_optional_value_names_the_variable_and_the_accepted_values(
+    pytester, monkeypatch, env: str
+) -> None:
+    monkeypatch.setenv("HELMBENCH_RESUME", env)
+    with pytest.raises(ConfigError) as raised:
+        value(pytester, "resume")
+    message = str(raised.value)
+    assert message.startswith(f"HELMBENCH_RESUME={env!r}")
+    assert "run id" in message and "latest" in message
+    assert "1, true, yes, on (on)" in message and "0, false, no, off (off)" in message
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.kind == "bool" and o.env])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [("1", True), ("TRUE", True), (" yes ", True), ("on", True), ("0", False), ("False", False)]
+    + [("no", False), ("off", False)],
+)
+def test_every_boolean_env_twin_follows_one_rule(pytester, monkeypatch, option, env, expected) -> None:
+    monkeypatch.setenv(option.env, env)
+    assert option_value(pytester.parseconfig(), option) is expected
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.kind == "bool" and o.env])
+@pytest.mark.parametrize("env", ["maybe", "2", "enabled", "y"])
+def test_an_unrecognised_boolean_env_value_is_an_error_not_off(pytester, monkeypatch, option, env) -> None:
+    """It used to be read as off: HELMBENCH_DRY_RUN=enabled sent every case."""
+    monkeypatch.setenv(option.env, env)
+    with pytest.raises(ConfigError) as raised:
+        option_value(pytester.parseconfig(), option)
+    assert str(raised.value) == (
+        f"{option.env}={env!r} is not a yes/no value: use 1, true, yes, on (on) or 0, false, no, off (off)"
+    )
+
+
+def test_an_unreadable_ini_bool_is_a_config_error(pytester) -> None:
+    ini(pytester, dry_run="perhaps")
+    with pytest.raises(ConfigError, match="ini helmbench_dry_run: "):
+        value(pytester, "dry-run")
 
 
 @pytest.mark.parametrize(

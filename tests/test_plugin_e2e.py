@@ -567,3 +567,49 @@ def test_built_wheel_ships_the_migrations_and_an_installed_copy_migrates(tmp_pat
     with sqlite3.connect(tmp_path / "x.db") as conn:
         tables = {name for (name,) in conn.execute("select name from sqlite_master where type='table'")}
     assert {"result", "evaluationrun", "scenarioconditionlink", "cachedresponse", "alembic_version"} <= tables
+
+
+# --- an option error is said once, not once per scenario file ----------------------------------
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--helmbench-temperature=warm"], {}, "--helmbench-temperature: 'warm' is not a valid float"),
+        ([], {"HELMBENCH_DRY_RUN": "maybe"}, "HELMBENCH_DRY_RUN='maybe' is not a yes/no value"),
+        ([], {"HELMBENCH_ESTIMATE": "maybe"}, "HELMBENCH_ESTIMATE='maybe' is not a yes/no value"),
+        (["--helmbench-max-file-size=lots"], {}, "--helmbench-max-file-size: 'lots' must be a whole"),
+    ],
+    ids=["cli", "env-bool", "env-estimate", "loader"],
+)
+def test_an_option_error_is_printed_once_for_three_scenarios(
+    pytester, helm_env, monkeypatch, xdist, args, env, message
+):
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark", scenarios=("P1-B1-S1", "P1-B1-S2", "P1-B1-S3"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = run(pytester, *args, *xdist)
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count(message) == 1, out
+    if xdist and "HELMBENCH_ESTIMATE" in env:  # -n reads it before any worker starts: a usage error
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+    else:  # a collection error of the first scenario file (xdist merges its workers' identical ones)
+        assert out.count("ERROR collecting benchmark/scenarios/P1-B1-S1/S1.md") == 1
+        assert out.count("ERROR collecting") == 1
+        failed = pytest.ExitCode.TESTS_FAILED if xdist else pytest.ExitCode.INTERRUPTED
+        assert result.ret == failed
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert helm_env.chat_requests == []
+    assert not (pytester.path / "helmbench.db").exists()
+    assert helm_env.chat_requests == []
+    assert not (pytester.path / "helmbench.db").exists()
+
+
+def test_an_unrecognised_resume_value_is_one_usage_error(pytester, bench, helm_env, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_RESUME", "soon")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().count("HELMBENCH_RESUME='soon': use a run id") == 1
+    assert helm_env.chat_requests == []

@@ -8,6 +8,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from ..jsontext import JsonRejected, loads_strict
+
 _FENCED = re.compile(r"^```(?:json|JSON)?[ \t]*\n(?P<body>.*?)\n?```$", re.DOTALL)
 
 
@@ -20,7 +22,8 @@ class AnswerInvalid(Exception):
 
 
 def parse_json_content(content: str | None) -> Any:
-    """Parse content as JSON; a ```json fence around it is tolerated, nothing else."""
+    """Parse content as standard JSON (jsontext.loads_strict: no NaN, duplicate key or deep nesting, so
+    what is stored is what every database accepts); a ```json fence around it is tolerated, nothing else."""
     if content is None or not content.strip():
         raise AnswerInvalid("empty response (no content)")
     text = content.strip()
@@ -28,11 +31,13 @@ def parse_json_content(content: str | None) -> Any:
     if fenced:
         text = fenced.group("body")
     try:
-        return json.loads(text)
+        return loads_strict(text)
     except json.JSONDecodeError as exc:
         raise AnswerInvalid(
             f"response is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except JsonRejected as exc:
+        raise AnswerInvalid(f"response is not standard JSON: {exc.reason}") from None
 
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HelmbenchError
+from ..jsontext import loads_tolerant
 
 
 class CallError(HelmbenchError):
@@ -116,9 +117,11 @@ class ChatResponse:
 
 
 def json_or_none(raw: str) -> Any:
+    """A provider's body as JSON (jsontext.loads_tolerant: NaN reads as null, deep nesting is not
+    JSON), or None when it is not JSON; never raises, whatever the body."""
     try:
-        return json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError:
+        return loads_tolerant(raw) if raw.strip() else None
+    except ValueError:  # JSONDecodeError and JsonRejected
         return None
 
 
@@ -152,18 +155,31 @@ def read_completion(
     content = message.get("content")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return ChatResponse(
-        content=content if isinstance(content, str) else None,
-        refusal=message.get("refusal") or None,
-        finish_reason=finish,
+        content=_text(content),
+        refusal=_text(message.get("refusal")) or None,
+        finish_reason=_text(finish),
         raw=raw,
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
         cost_usd=cost(usage),
         latency_ms=latency_ms,
         attempts=attempts,
-        generation_id=data.get("id"),
-        provider=data.get("provider"),
+        generation_id=_text(data.get("id")),
+        provider=_text(data.get("provider")),
     )
+
+
+def _text(value: Any) -> str | None:
+    """A field the body should give as a string: anything else is unknown (a dict would not fit its
+    text column)."""
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count: a whole number in 0..2**31-1, else unknown (a string, a float or a huge number
+    would not fit its INTEGER column)."""
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return value if whole and 0 <= value < 2**31 else None
 
 
 class Transient(Exception):
