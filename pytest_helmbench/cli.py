@@ -11,6 +11,7 @@ import pytest
 import typer
 
 from . import cli_results
+from .cli_defaults import ConfigFileError, find_project
 from .cli_results import fail
 from .errors import HelmbenchError
 from .evaluation.builtin import builtin_registry
@@ -25,7 +26,25 @@ app = typer.Typer(
     add_completion=False,
 )
 
-RootOption = typer.Option(Path("benchmark"), "--root", help="benchmark root folder")
+RootOption = typer.Option(
+    None,
+    "--root",
+    help="benchmark root folder (default: the plugin's, ini helmbench_root or benchmark/ in the rootdir)",
+)
+
+
+def benchmark_root(root: Path | None) -> Path:
+    """--root, else where `pytest` would look from here: ini helmbench_root (default benchmark),
+    relative to the rootdir pytest finds (cli_defaults.py)."""
+    if root is not None:
+        return root
+    try:
+        return find_project().root
+    except ConfigFileError as exc:
+        fail(str(exc))
+        raise AssertionError from None
+
+
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
@@ -48,13 +67,13 @@ def list_cases(
     prefix: str | None = typer.Argument(
         None, help="segment-aware code filter, e.g. P1-B1 or P1-B1-S1-C2 (never S10 for S1)"
     ),
-    root: Path = RootOption,
+    root: Path | None = RootOption,
     scenarios_only: bool = typer.Option(
         False, "--scenarios", help="one line per scenario with its case count"
     ),
 ) -> None:
     """List the cases (one code per line), optionally filtered by code prefix."""
-    scenarios, problems = load_all(root)
+    scenarios, problems = load_all(benchmark_root(root))
     try:
         selectors = parse_selectors([prefix]) if prefix else []
     except ValueError as exc:
@@ -105,10 +124,11 @@ def find_case(root: Path, code: str) -> Case:
 
 @app.command()
 def show(
-    code: str = typer.Argument(..., help="full case code, e.g. P1-B1-S1-C1-PT1"), root: Path = RootOption
+    code: str = typer.Argument(..., help="full case code, e.g. P1-B1-S1-C1-PT1"),
+    root: Path | None = RootOption,
 ) -> None:
     """Print the exact composed prompt and response_format of one case."""
-    prompt = compose(find_case(root, code))
+    prompt = compose(find_case(benchmark_root(root), code))
     typer.echo(f"=== prompt ({len(prompt.text)} characters, sha256 {prompt.hash[:12]}) ===")
     typer.echo(prompt.text)
     typer.echo("=== response_format ===")
@@ -134,9 +154,10 @@ def run_single(
     models: str | None = typer.Option(
         None, "--models", help="comma-separated model ids (default: models.yml)"
     ),
-    root: Path = RootOption,
+    root: Path | None = RootOption,
 ) -> None:
     """Run one case against each model (a quick demonstration); extra arguments go to pytest."""
+    root = benchmark_root(root)
     if case is None:
         scenarios, _ = load_all(root)
         if not scenarios:
@@ -163,13 +184,13 @@ def run_batch(
     models: str | None = typer.Option(
         None, "--models", help="comma-separated model ids (default: models.yml)"
     ),
-    root: Path = RootOption,
+    root: Path | None = RootOption,
 ) -> None:
     """Run every case of some scenarios (or all); extra arguments go to pytest (e.g. -n 4)."""
     if bool(scenario) == all_scenarios:
         fail("give exactly one of --scenario CODE or --all-scenarios")
     selection = [f"--helmbench-select={scenario}"] if scenario else []
-    run_pytest([str(root), *selection, *model_args(models)], ctx.args)
+    run_pytest([str(benchmark_root(root)), *selection, *model_args(models)], ctx.args)
 
 
 @app.command("run-all", context_settings=PASS_THROUGH)
@@ -178,9 +199,10 @@ def run_all(
     models: str | None = typer.Option(
         None, "--models", help="comma-separated model ids (default: models.yml)"
     ),
-    root: Path = RootOption,
+    root: Path | None = RootOption,
 ) -> None:
     """List the scenarios, then run the whole benchmark; extra arguments go to pytest."""
+    root = benchmark_root(root)
     scenarios, problems = load_all(root)
     typer.echo(
         f"{len(scenarios)} scenarios load"
@@ -195,12 +217,12 @@ def estimate(
     models: str | None = typer.Option(
         None, "--models", help="comma-separated model ids (default: models.yml)"
     ),
-    root: Path = RootOption,
+    root: Path | None = RootOption,
 ) -> None:
     """Print expected tokens and USD for the selected cases; nothing is sent.
 
     pytest selection arguments pass through."""
-    run_pytest([str(root), "--helmbench-estimate", "-q", *model_args(models)], ctx.args)
+    run_pytest([str(benchmark_root(root)), "--helmbench-estimate", "-q", *model_args(models)], ctx.args)
 
 
 cli_results.register(app)

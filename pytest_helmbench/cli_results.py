@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 from sqlmodel import Session, select
 
+from .cli_defaults import ConfigFileError, find_project
 from .config import parse_ttl
 from .storage.engine import StorageError, open_existing, safe_url, stamp, upgrade
 from .storage.tables import LLM, EvaluationRun
@@ -20,12 +21,21 @@ if TYPE_CHECKING:
     import sqlalchemy.engine
 
 RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
-DbOption = typer.Option(None, "--db", help="SQLAlchemy URL (default: $HELMBENCH_DB or ./helmbench.db)")
+DbOption = typer.Option(
+    None,
+    "--db",
+    help="SQLAlchemy URL (default: the plugin's: $HELMBENCH_DB, ini helmbench_db, rootdir/helmbench.db)",
+)
 
 
 def default_db() -> str:
-    """Same default as the plugin: $HELMBENCH_DB, else helmbench.db in the current folder (the rootdir)."""
-    return os.environ.get("HELMBENCH_DB") or f"sqlite:///{Path.cwd() / 'helmbench.db'}"
+    """The plugin's default from here: $HELMBENCH_DB, else ini helmbench_db, else helmbench.db in the
+    rootdir pytest finds (cli_defaults.py), so `helmbench costs` reads what `pytest` wrote."""
+    try:
+        return find_project().db_url
+    except ConfigFileError as exc:
+        fail(str(exc))
+        raise AssertionError from None
 
 
 def fail(message: str) -> None:

@@ -188,3 +188,85 @@ def test_cache_prune_never_creates_a_database(project):
     result = runner.invoke(app, ["cache", "prune", "--older-than", "30d"])
     assert result.exit_code == 1 and result.output.startswith("error: no database at")
     assert len(result.output.splitlines()) == 1 and not (project / "helmbench.db").exists()
+
+
+# --- the plugin's defaults from any folder of the project --------------------------------------
+
+
+def test_list_and_show_from_a_subfolder_use_the_rootdir_benchmark(project, monkeypatch):
+    """It used to look for ./benchmark in the current folder: nothing to list from a subfolder."""
+    deep = project / "docs" / "notes"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    result = runner.invoke(app, ["list", "--scenarios"])
+    assert result.exit_code == 0, result.output
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == [
+        "P1-B1-S1",
+        "P1-B1-S2",
+        "P1-B1-S10",
+    ]
+    assert runner.invoke(app, ["show", "P1-B1-S1-C1-PT1"]).exit_code == 0
+
+
+def test_the_ini_helmbench_root_and_helmbench_db_are_the_cli_defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("HELMBENCH_DB", raising=False)
+    write(tmp_path / "pyproject.toml", '[tool.pytest.ini_options]\nhelmbench_root = "suite/bench"\n')
+    write_benchmark(tmp_path / "suite" / "bench", scenarios=("P2-B1-S1",))
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path / "src")
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split()[0] == "P2-B1-S1-C1-PT1"
+    missing = runner.invoke(app, ["costs"])
+    assert missing.exit_code == 1 and f"no database at {tmp_path / 'helmbench.db'}" in missing.output
+    write(
+        tmp_path / "pyproject.toml", '[tool.pytest.ini_options]\nhelmbench_db = "sqlite:////nowhere/x.db"\n'
+    )
+    assert "no database at /nowhere/x.db" in runner.invoke(app, ["costs"]).output
+    monkeypatch.setenv("HELMBENCH_DB", "sqlite:////elsewhere/y.db")  # the environment wins, as for pytest
+    assert "no database at /elsewhere/y.db" in runner.invoke(app, ["costs"]).output
+
+
+def test_pytest_and_helmbench_costs_agree_from_a_subfolder(project, helm_env, monkeypatch):
+    helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.002))
+    sub = project / "benchmark" / "scenarios"
+    monkeypatch.chdir(sub)  # pytest from here still writes <rootdir>/helmbench.db
+    ran = runner.invoke(app, ["run-batch", "--scenario", "P1-B1-S1", "--", "-q", "-p", "no:cacheprovider"])
+    assert ran.exit_code == 0, ran.output
+    assert (project / "helmbench.db").is_file() and not (sub / "helmbench.db").exists()
+    costs = runner.invoke(app, ["costs"])
+    assert costs.exit_code == 0 and "total: $0.0160 over 1 run(s)" in costs.stdout
+
+
+LAYOUTS = {
+    "pytest.ini": {"a/pytest.ini": "", "a/pyproject.toml": "[tool.pytest.ini_options]\nx = 1\n"},
+    ".pytest.ini over tox.ini": {"a/tox.ini": "[pytest]\n", "a/b/.pytest.ini": "[other]\n"},
+    "pyproject table": {"a/pyproject.toml": "[tool.pytest.ini_options]\nhelmbench_root = 'b'\n"},
+    "pyproject native": {"a/pyproject.toml": "[tool.pytest]\nhelmbench_root = 'b'\n"},
+    "tox.ini without [pytest] is skipped": {"a/tox.ini": "[tox]\n", "setup.cfg": "[tool:pytest]\n"},
+    "setup.cfg": {"a/setup.cfg": "[tool:pytest]\nhelmbench_root = c\n"},
+    "bare pyproject as a last resort": {"a/b/pyproject.toml": "[project]\nname = 'x'\n"},
+    "bare pyproject loses to a config above": {"a/b/pyproject.toml": "", "pytest.toml": "[pytest]\n"},
+    "nothing": {},
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
+def test_find_project_finds_what_pytest_finds(tmp_path, layout):
+    from _pytest.config.findpaths import determine_setup  # pytest's own search, only to compare
+
+    from pytest_helmbench.cli_defaults import find_project
+
+    start = tmp_path / "a" / "b" / "c"
+    start.mkdir(parents=True)
+    for name, text in LAYOUTS[layout].items():
+        write(tmp_path / name, text)
+    rootdir, inipath, inicfg, _ = determine_setup(
+        inifile=None, override_ini=None, args=[], rootdir_cmd_arg=None, invocation_dir=start
+    )
+    found = find_project(start)
+    assert found.inipath == inipath
+    assert found.base_dir == (rootdir if inipath else start)  # the plugin's base folder (state.base_dir)
+    assert {k: str(v) for k, v in found.ini.items()} == {
+        k: str(getattr(v, "value", v)) for k, v in inicfg.items()
+    }
