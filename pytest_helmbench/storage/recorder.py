@@ -207,20 +207,26 @@ class Recorder:
             write_entries(db, self.engine.dialect.name, entries)
         self._cache_written = len(entries)
 
-    def finish(self, statuses: dict[str, RunStatus]) -> None:
-        """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model); write
-        the cache entries still pending."""
-        with Session(self.engine) as session:
-            self._store_cache(session, self._pending_cache)
-            self._cache_written = 0
-            for model, run_id in self.runs.items():
-                run = session.get(EvaluationRun, run_id)
-                if run is not None:
-                    run.status = statuses.get(model, RunStatus.COMPLETED)
-                    run.finished_at = utcnow()
-                    session.add(run)
-            session.commit()
-        self._pending_cache.clear()
+    def finish(self, statuses: dict[str, RunStatus], *, write_cache: bool = True) -> None:
+        """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model, a result
+        that could not be stored); write the cache entries still pending unless told not to (after a
+        storage failure, when only the statuses may still fit). A failure is a StorageError."""
+        try:
+            with Session(self.engine) as session:
+                if write_cache:
+                    self._store_cache(session, self._pending_cache)
+                self._cache_written = 0
+                for model, run_id in self.runs.items():
+                    run = session.get(EvaluationRun, run_id)
+                    if run is not None:
+                        run.status = statuses.get(model, RunStatus.COMPLETED)
+                        run.finished_at = utcnow()
+                        session.add(run)
+                session.commit()
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
+        finally:
+            self._pending_cache.clear()
 
 
 def _result_values(outcome: Outcome, run_id: int, ids: ContentIds) -> dict[str, Any]:
