@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import BenchmarkError, ConfigError
+from .redaction import Secret, redact
 from .suite.files import BenchmarkFiles
 from .suite.markdown import load_yaml
+from .trust import (
+    KEY_ENV,
+    OPENROUTER_BASE_URL,  # noqa: F401  (re-exported: options.py and providers read it here)
+    Credential,
+    OptionSource,
+    TrustError,  # noqa: F401  (re-exported)
+    check_key,
+    check_transport,
+    is_openrouter,
+)
 
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 API_KINDS = ("openrouter", "openai")
-KEY_ENV = "OPENROUTER_API_KEY"
 DRY_RUN_REASON = "dry run"
 CACHE_MODES = ("off", "read", "write", "on")
 
@@ -31,7 +40,13 @@ _MODEL_KEYS = {
     "reasoning",
     "provider",
     "extra_body",
+    "api_key_env",
 }
+_TOP_KEYS = ("marking_model", "models")
+# Request fields extra_body may not set: they are what a Result records as asked (model, prompt, schema)
+# and how the answer is read (one JSON body, not a stream).
+_RESERVED_BODY = ("messages", "model", "response_format", "stream")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,7 @@ class ModelConfig:
     reasoning: dict[str, Any] | None = None
     provider: dict[str, Any] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    api_key_env: str | None = None
 
     def recorded(self) -> dict[str, Any]:
         return {
@@ -75,6 +91,28 @@ def is_http_url(value: Any) -> bool:
     return isinstance(value, str) and re.match(r"https?://[^/\s]+", value.strip()) is not None
 
 
+def _model_checks(entry: dict[str, Any], path: Path, index: int) -> None:
+    """The settings that would let a models.yml entry leak a key or change what is recorded."""
+    name = f"models[{index}] ({entry['id']})"
+    env = entry.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
+        raise BenchmarkError(path, f"{name}: api_key_env must be the name of an environment variable")
+    if env == KEY_ENV and not is_openrouter(entry.get("base_url")):
+        raise BenchmarkError(
+            path,
+            f"{name}: {KEY_ENV} goes only to OpenRouter or to the base URL given on the command line or "
+            "in the environment, not to a models.yml base_url",
+            fix="give this server a key variable of its own: 'api_key_env: MY_SERVER_KEY'",
+        )
+    reserved = sorted(set(entry.get("extra_body") or {}) & set(_RESERVED_BODY))
+    if reserved:
+        raise BenchmarkError(
+            path,
+            f"{name}: extra_body may not set {', '.join(reserved)} (they are what a result records)",
+            fix="remove them from extra_body: the model is 'id', prompt and schema come from the scenario",
+        )
+
+
 def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     if isinstance(entry, str):
         return ModelConfig(entry)
@@ -83,6 +121,13 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
             path,
             f"models[{index}] must be a model id or a mapping with an 'id'",
             fix="e.g. '- id: openai/gpt-4o-mini'",
+        )
+    if "api_key" in entry:
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): a literal 'api_key' is never read from models.yml "
+            "(the file is shared, the key is not)",
+            fix="keep the key in an environment variable and name it: 'api_key_env: MY_SERVER_KEY'",
         )
     unknown = set(entry) - _MODEL_KEYS
     if unknown:
@@ -94,6 +139,7 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     for key in ("reasoning", "provider", "extra_body"):
         if key in entry and not isinstance(entry[key], dict):
             raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
+    _model_checks(entry, path, index)
     if "base_url" in entry and not is_http_url(entry["base_url"]):
         raise BenchmarkError(
             path,
@@ -118,6 +164,13 @@ def load_models_file(path: Path) -> ModelsFile:
     data = load_yaml(files.read_text(path), path) or {}
     if not isinstance(data, dict):
         raise BenchmarkError(path, "models.yml must be a mapping with 'marking_model' and 'models'")
+    unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
+    if unknown:
+        raise BenchmarkError(
+            path,
+            f"unknown top-level key(s) {', '.join(unknown)}",
+            fix=f"use only {', '.join(_TOP_KEYS)}; a model's own settings go under its entry in 'models'",
+        )
     entries = data.get("models") or []
     if not isinstance(entries, list):
         raise BenchmarkError(path, "'models' must be a list")
@@ -151,7 +204,15 @@ class Settings:
     sample: int | None = None
     sample_seed: int = 0
     fail_under: float | None = None
-    api_key: str = field(default="", repr=False)
+    api_key: Secret = field(default_factory=Secret, repr=False)
+    # Where base_url came from: the key goes to it only from the command line or the environment.
+    base_url_source: OptionSource = OptionSource.DEFAULT
+    # The keys models.yml entries name with api_key_env, by variable name.
+    model_keys: dict[str, Secret] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.api_key, Secret):  # a plain string from a caller: held as a Secret
+            object.__setattr__(self, "api_key", Secret(str(self.api_key or "")))
 
     @property
     def model_ids(self) -> list[str]:
@@ -165,16 +226,38 @@ class Settings:
             return self.marking_model
         return ModelConfig(model_id)
 
-    def is_dry_run(self, *, needs_key: bool) -> bool:
-        """Nothing is sent with --helmbench-dry-run, or without a key for a model whose provider
-        needs one (`Provider.needs_key`)."""
-        return self.dry_run or (needs_key and not self.api_key)
+    def credential(self, model: ModelConfig) -> Credential | None:
+        """The key `model`'s calls carry; None: its endpoint gets none (a keyless server still works).
+
+        OPENROUTER_API_KEY goes only to OpenRouter's default URL or a base URL given on the command line
+        or in the environment; a base URL from an ini file or models.yml gets the key its model names
+        with api_key_env, else none."""
+        if model.api_key_env:
+            return Credential(model.api_key_env, self.model_keys.get(model.api_key_env, Secret()))
+        url = model.base_url or self.base_url
+        trusted = model.base_url is None and self.base_url_source in (OptionSource.CLI, OptionSource.ENV)
+        if trusted or is_openrouter(url):
+            return Credential(KEY_ENV, self.api_key)
+        return None
+
+    def is_dry_run(self, *, needs_key: bool, model: ModelConfig | None = None) -> bool:
+        """Nothing is sent with --helmbench-dry-run, or when a model whose provider needs a key is
+        meant to get one (`credential`) and its variable is not set."""
+        if self.dry_run:
+            return True
+        if not needs_key:
+            return False
+        credential = self.credential(model) if model is not None else Credential(KEY_ENV, self.api_key)
+        return credential is not None and not credential.key
+
+    def with_keys(self, model_keys: dict[str, Secret]) -> Settings:
+        return replace(self, model_keys=model_keys)
 
     def recorded(self, model: ModelConfig) -> dict[str, Any]:
         return {
             "model": model.recorded(),
             "marking_model": self.marking_model.recorded() if self.marking_model else None,
-            "base_url": model.base_url or self.base_url,
+            "base_url": redact(model.base_url or self.base_url),
             "api": model.api or self.api,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -222,10 +305,30 @@ def _number(raw: Any, name: str, cast: Callable[[str], Any], low: float | None =
     return value
 
 
+def _model_keys(models: Iterable[ModelConfig]) -> dict[str, Secret]:
+    """The environment variables models.yml names with api_key_env, read and checked once."""
+    names = sorted({m.api_key_env for m in models if m.api_key_env})
+    return {name: check_key(os.environ.get(name, ""), name) for name in names}
+
+
+def _check_endpoints(settings: Settings, allow_insecure: bool) -> None:
+    check_transport(settings.base_url, "--helmbench-base-url / OPENROUTER_BASE_URL", allow_insecure)
+    used = [*settings.models, *([settings.marking_model] if settings.marking_model else [])]
+    for model in used:
+        if model.base_url:
+            check_transport(model.base_url, f"models.yml: {model.id}: base_url", allow_insecure)
+
+
 def build_settings(
-    get: Callable[[str], Any], models_file: ModelsFile, rootdir: Path, api_key: str
+    get: Callable[[str], Any],
+    models_file: ModelsFile,
+    rootdir: Path,
+    api_key: str | Secret,
+    *,
+    base_url_source: OptionSource = OptionSource.CLI,
 ) -> Settings:
-    """Resolve options (via `get(name)`, already merged CLI > env > ini > default) into Settings."""
+    """Resolve options (via `get(name)`, already merged CLI > env > ini > default) into Settings;
+    `base_url_source` says where `get("base-url")` came from (state.py passes `option_source`'s)."""
     ids = [m.strip() for value in (get("model") or []) for m in str(value).split(",") if m.strip()]
     if not ids:
         ids = [m.id for m in models_file.models]
@@ -252,7 +355,7 @@ def build_settings(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     optional = {name: get(name) for name in ("max-cost", "sample", "fail-under")}
-    return Settings(
+    settings = Settings(
         models=tuple(models_file.get(i) for i in dict.fromkeys(ids)),
         marking_model=models_file.get(marking_id) if marking_id else None,
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
@@ -275,9 +378,14 @@ def build_settings(
         fail_under=_number(optional["fail-under"], "fail-under", float, 0)
         if optional["fail-under"]
         else None,
-        api_key=api_key,
+        api_key=api_key if isinstance(api_key, Secret) else check_key(api_key, KEY_ENV),
+        base_url_source=base_url_source,
     )
+    _check_endpoints(settings, bool(get("allow-insecure")))
+    judge = (settings.marking_model,) if settings.marking_model else ()
+    return settings.with_keys(_model_keys((*settings.models, *judge)))
 
 
-def api_key_from_env() -> str:
-    return os.environ.get(KEY_ENV, "").strip()
+def api_key_from_env() -> Secret:
+    """OPENROUTER_API_KEY, checked (a TrustError names the problem, never the key); empty when unset."""
+    return check_key(os.environ.get(KEY_ENV, ""), KEY_ENV)

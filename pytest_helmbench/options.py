@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .config import OPENROUTER_BASE_URL
+from .config import OPENROUTER_BASE_URL, OptionSource
 from .errors import ConfigError
 
 
@@ -27,6 +27,7 @@ class Option:
     default: Any = None
     kind: str = "string"  # string | bool | list | optional (flag with an optional value)
     const: str | None = None  # the value of an `optional` flag given without one
+    ini: bool = True  # False: command line and environment only (a repository's ini cannot lower it)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -146,6 +147,14 @@ OPTIONS: tuple[Option, ...] = (
         "HELMBENCH_FAIL_UNDER",
     ),
     Option(
+        "allow-insecure",
+        "allow plain http:// base URLs to hosts other than loopback (prompts and any key travel unencrypted)",
+        "HELMBENCH_ALLOW_INSECURE",
+        False,
+        "bool",
+        ini=False,
+    ),
+    Option(
         "max-file-size",
         "largest benchmark file read, in bytes (default 1048576 = 1 MB); a larger one is a collection error",
         "HELMBENCH_MAX_FILE_SIZE",
@@ -167,7 +176,8 @@ def add_options(parser: pytest.Parser) -> None:
         dest = option_dest(option.name)
         if option.kind == "bool":
             group.addoption(flag, action="store_true", default=None, dest=dest, help=text)
-            parser.addini(dest, option.help, type="bool", default=False)
+            if option.ini:
+                parser.addini(dest, option.help, type="bool", default=False)
             continue
         if option.kind == "optional":
             group.addoption(flag, nargs="?", const=option.const, default=None, dest=dest, help=text)
@@ -195,7 +205,7 @@ def option_value(config: pytest.Config, option: Option) -> Any:
         if option.kind == "optional":
             return optional_value(option, env, option.env or "")
         return [env] if option.kind == "list" else env
-    ini = _ini(config, option)
+    ini = _ini(config, option) if option.ini else None
     if option.kind == "optional" and isinstance(ini, str) and ini.strip():
         return optional_value(option, ini, f"ini {option_dest(option.name)}")
     if ini not in (None, "", [], False):
@@ -242,6 +252,17 @@ def check_options(config: pytest.Config) -> None:
     """Read every option once: a bad value anywhere is a ConfigError now, not later mid-collection."""
     for option in OPTIONS:
         option_value(config, option)
+
+
+def option_source(config: pytest.Config, option: Option) -> OptionSource:
+    """Where `option_value` takes the value from (same precedence: command line, environment, ini)."""
+    if config.getoption(option_dest(option.name), None) not in (None, [], False):
+        return OptionSource.CLI
+    if option.env and os.environ.get(option.env, "").strip():
+        return OptionSource.ENV
+    if option.ini and config.getini(option_dest(option.name)) not in (None, "", [], False):
+        return OptionSource.INI
+    return OptionSource.DEFAULT
 
 
 def option_named(name: str) -> Option:

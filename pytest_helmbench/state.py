@@ -25,8 +25,9 @@ from .errors import ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
 from .execution.outcome import CaseResult, Outcome
 from .execution.shared import SharedFiles
-from .options import check_options, option_named, option_value
+from .options import check_options, option_named, option_source, option_value
 from .providers.ratelimit import AdaptiveLimiter
+from .redaction import redact_data
 from .status import RunStatus, Status
 from .suite.files import parse_file_size
 from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
@@ -142,7 +143,10 @@ class HelmbenchState:
     def settings(self) -> Settings:
         """Resolved once; a bad option or models.yml raises a HelmbenchError naming the fix."""
         models_file = load_models_file(self.root / "models.yml")
-        return build_settings(lambda name: self.option(name), models_file, self.base_dir, api_key_from_env())
+        source = option_source(self.config, option_named("base-url"))
+        return build_settings(
+            self.option, models_file, self.base_dir, api_key_from_env(), base_url_source=source
+        )
 
     def option(self, name: str) -> Any:
         return option_value(self.config, option_named(name))
@@ -246,7 +250,7 @@ class HelmbenchState:
     def is_dry_run(self, model_id: str) -> bool:
         """Nothing is sent for this model: --helmbench-dry-run, or no key where its provider needs one."""
         needs_key = self.providers.for_model(model_id).needs_key(self.settings.model(model_id))
-        return self.settings.is_dry_run(needs_key=needs_key)
+        return self.settings.is_dry_run(needs_key=needs_key, model=self.settings.model(model_id))
 
     def all_dry_run(self) -> bool:
         return all(self.is_dry_run(m) for m in self.settings.model_ids)
@@ -325,9 +329,10 @@ class HelmbenchState:
         """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
         found = self._options.get(model)
         if found is None:
-            found = self._options[model] = self.settings.recorded(self.settings.model(model)) | {
-                "pytest_args": list(self.config.invocation_params.args)
-            }
+            found = self._options[model] = redact_data(  # no password, userinfo or key is stored
+                self.settings.recorded(self.settings.model(model))
+                | {"pytest_args": list(self.config.invocation_params.args)}
+            )
         return found
 
     def stopped_models(self) -> dict[str, str]:

@@ -23,6 +23,8 @@ STAGES = {
     "codes": 0,
     "status": 0,
     "jsontext": 0,
+    "redaction": 0,
+    "trust": 0,
     "__init__": 0,
     "suite": 1,
     "config": 2,

@@ -649,3 +649,19 @@ def test_chat_calls_go_through_the_environment_proxy(
         local.complete(request())
     local.close()
     assert len(server.chat_requests) == 1
+
+
+def test_a_secret_key_is_sent_as_bearer_and_an_echoed_key_is_redacted(server: FakeOpenRouter) -> None:
+    """The key is held as a Secret; an error body that quotes it (or a URL's password) stores only ***."""
+    from pytest_helmbench.redaction import Secret
+
+    client = ChatClient(server.base_url, Secret(KEY), retries=0, backoff=0)
+    try:
+        client.complete(request())
+        assert server.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+        assert KEY not in repr(client.__dict__)
+    finally:
+        client.close()
+    error = CallError(f"HTTP 400: bad key {KEY} at https://u:pw-123@x/v1", raw=json.dumps({"k": KEY}))
+    assert KEY not in error.reason and KEY not in str(error) and KEY not in (error.raw or "")
+    assert "pw-123" not in error.reason and "https://***@x/v1" in error.reason

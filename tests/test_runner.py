@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_helmbench.config import ModelConfig, Settings, build_settings, load_models_file
+from pytest_helmbench.config import ModelConfig, OptionSource, Settings, build_settings, load_models_file
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import judge_prompt
 from pytest_helmbench.execution.executor import (
@@ -20,6 +21,7 @@ from pytest_helmbench.execution.executor import (
 )
 from pytest_helmbench.options import OPTIONS
 from pytest_helmbench.providers.pool import ClientPool, build_request
+from pytest_helmbench.redaction import Secret
 from pytest_helmbench.suite.cases import Case, expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Scenario
@@ -507,3 +509,51 @@ def test_stop_board_of_a_single_process_answers_from_memory(tmp_path: Path) -> N
     board.stop("b/two", "HTTP 402: no credit")
     assert board.reason("b/two") == "HTTP 402: no credit"
     assert board.stopped() == {"a/one": "HTTP 401: bad key", "b/two": "HTTP 402: no credit"}
+
+
+# --- where the key goes (Settings.credential) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "model", "env"),
+    [
+        (OptionSource.CLI, ModelConfig("a/b"), "OPENROUTER_API_KEY"),
+        (OptionSource.ENV, ModelConfig("a/b"), "OPENROUTER_API_KEY"),
+        (OptionSource.INI, ModelConfig("a/b"), None),
+        (OptionSource.INI, ModelConfig("a/b", api_key_env="MY_KEY"), "MY_KEY"),
+        (OptionSource.CLI, ModelConfig("a/b", base_url="http://127.0.0.1:9/v1"), None),
+        (
+            OptionSource.CLI,
+            ModelConfig("a/b", base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY"),
+            "MY_KEY",
+        ),
+        (OptionSource.INI, ModelConfig("a/b", base_url="https://openrouter.ai/api/v1"), "OPENROUTER_API_KEY"),
+    ],
+    ids=["cli", "env", "ini", "ini-named", "models-yml", "models-yml-named", "models-yml-openrouter"],
+)
+def test_the_key_goes_only_where_it_belongs(
+    tmp_path: Path, source: OptionSource, model: ModelConfig, env: str | None
+) -> None:
+    root = write_benchmark(tmp_path / "benchmark")
+    settings = replace(settings_for(root, "http://127.0.0.1:8/v1"), base_url_source=source)
+    settings = settings.with_keys({"MY_KEY": Secret("sk-my-server-key-0001")})
+    credential = settings.credential(model)
+    assert (credential.env if credential else None) == env
+    if env == "MY_KEY":
+        assert credential is not None and credential.key.reveal() == "sk-my-server-key-0001"
+    assert not settings.is_dry_run(needs_key=True, model=model)
+
+
+def test_the_key_is_held_so_no_repr_shows_it(tmp_path: Path) -> None:
+    settings = settings_for(write_benchmark(tmp_path / "benchmark"), "http://127.0.0.1:8/v1")
+    assert isinstance(settings.api_key, Secret) and settings.api_key.reveal() == KEY
+    for text in (repr(settings), str(settings), repr(settings.api_key), f"{settings.api_key}"):
+        assert KEY not in text
+    assert KEY not in repr(Settings(**{**settings.__dict__, "api_key": KEY}))  # a plain str is wrapped
+
+
+def test_a_named_key_variable_unset_makes_that_model_a_dry_run(tmp_path: Path) -> None:
+    settings = settings_for(write_benchmark(tmp_path / "benchmark"), "http://127.0.0.1:8/v1")
+    model = ModelConfig("a/b", base_url="http://127.0.0.1:9/v1", api_key_env="UNSET_KEY")
+    assert settings.is_dry_run(needs_key=True, model=model)
+    assert not settings.is_dry_run(needs_key=True, model=ModelConfig("a/b", base_url="http://127.0.0.1:9/v1"))

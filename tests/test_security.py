@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchfiles import PERTURBATIONS, STRICT_SCHEMA, write, write_benchmark
+from tests.benchfiles import API_KEY, PERTURBATIONS, STRICT_SCHEMA, write, write_benchmark
 from tests.openrouter_server import Reply
 
 CANARY = "CANARY-5c1e-do-not-leak"
@@ -183,3 +183,325 @@ def test_a_scenario_file_not_matching_its_folder_is_an_error_not_skipped(pyteste
     result = run(pytester)
     assert_collection_error(result, misnamed, "file name 'S02.md' does not match its folder P1-B1-S2")
     assert "rename it to S2.md" in output(result)
+
+
+# --- Secrets: the key goes only where it belongs; no credential is ever stored or shown -----------------
+#
+# Each attack plants a canary credential (the API key itself, a database password, a base URL's userinfo)
+# and looks for it everywhere a run writes: the terminal (also with --showlocals -vv), the database,
+# JUnit XML, the pytest-html report, `helmbench report` and `helmbench export`.
+
+DB_PASSWORD = "pw-CANARY-db-7f3a"
+USERINFO = "CANARY-userinfo-91c2"
+REMOTE_MODEL = "models:\n  - id: a/b\n    base_url: https://example.test/v1\n"
+INSECURE_HOST = "helmbench-never-contacted.invalid"  # .invalid never resolves; a proxy would see a call
+
+
+@pytest.fixture
+def one_scenario(pytester: pytest.Pytester, helm_env) -> Path:
+    """P1-B1-S1 alone: PT1 is answered correctly, PT2 wrongly (so failures, with their details, are shown)."""
+    pytester.makeini("[pytest]\n")
+    answer_half_wrongly(helm_env)
+    return write_benchmark(pytester.path / "benchmark")
+
+
+def answer_half_wrongly(server) -> None:
+    server.add_rule(contains="agian", reply=Reply.ok({"category": "SUPPORT", "response": "Hmm."}))
+    server.add_rule(contains="powerhouse", reply=Reply.ok(GOOD))
+
+
+def authorizations(server) -> set[str | None]:
+    return {request.headers.get("authorization") for request in server.requests if request.is_chat}
+
+
+def every_output(pytester: pytest.Pytester, result: pytest.RunResult, db_url: str) -> dict[str, str]:
+    """What a run left behind, as text: terminal, database dump, JUnit XML, pytest-html, report, export."""
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    texts = {"terminal": output(result)}
+    texts["junit"] = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    texts["pytest-html"] = (pytester.path / "pytest-report.html").read_text(encoding="utf-8")
+    texts["database"] = database_dump(db_url)
+    runner = CliRunner()
+    report = runner.invoke(app, ["report", "--db", db_url, "--out", str(pytester.path / "report.html")])
+    assert report.exit_code == 0, report.output
+    texts["report"] = report.output + (pytester.path / "report.html").read_text(encoding="utf-8")
+    exported = runner.invoke(app, ["export", "--db", db_url, "--format", "jsonl"])
+    assert exported.exit_code == 0, exported.output
+    texts["export"] = exported.output
+    return texts
+
+
+def database_dump(db_url: str) -> str:
+    """Every row of every table (SQLite: iterdump; PostgreSQL: each table read whole)."""
+    import sqlite3
+
+    from sqlalchemy import MetaData, create_engine
+
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as connection:
+            return "\n".join(connection.iterdump())
+    engine = create_engine(db_url)
+    try:
+        metadata = MetaData()
+        metadata.reflect(engine)
+        with engine.connect() as connection:
+            return "\n".join(
+                repr(row) for table in metadata.sorted_tables for row in connection.execute(table.select())
+            )
+    finally:
+        engine.dispose()
+
+
+def assert_nowhere(texts: dict[str, str], *canaries: str) -> None:
+    for name, text in texts.items():
+        for canary in canaries:
+            assert canary not in text, f"{canary!r} leaked into the {name}"
+
+
+def run_everything(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return run(
+        pytester,
+        "--showlocals",
+        "-vv",
+        "--junitxml=junit.xml",
+        "--html=pytest-report.html",
+        "--self-contained-html",
+        *args,
+    )
+
+
+@pytest.mark.parametrize("given", ["command line", "environment"])
+def test_the_key_goes_to_a_base_url_given_on_the_command_line_or_in_the_environment(
+    pytester, one_scenario, helm_env, monkeypatch, given
+):
+    args = []
+    if given == "command line":
+        monkeypatch.delenv("OPENROUTER_BASE_URL")
+        args = [f"--helmbench-base-url={helm_env.base_url}"]
+    result = run(pytester, *args)
+    result.assert_outcomes(passed=4, failed=4)
+    assert authorizations(helm_env) == {f"Bearer {API_KEY}"}
+
+
+def test_a_base_url_from_an_ini_file_gets_no_key(pytester, one_scenario, helm_env, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_BASE_URL")
+    pytester.makeini(f"[pytest]\nhelmbench_base_url = {helm_env.base_url}\n")
+    result = run(pytester)
+    assert helm_env.chat_requests, "the ini's server was called, without a key"
+    assert authorizations(helm_env) == {None}
+    assert "STOPPED openai/gpt-4o-mini: HTTP 401" in output(result)  # the fake server wants a key
+    assert API_KEY not in output(result)
+
+
+def test_a_models_yml_base_url_gets_no_key_unless_its_model_names_one(
+    pytester, one_scenario, helm_env, monkeypatch
+):
+    monkeypatch.delenv("OPENROUTER_BASE_URL")  # the run's own base URL is OpenRouter's: never called here
+    write(
+        one_scenario / "models.yml",
+        f"models:\n  - id: openai/gpt-4o-mini\n    base_url: {helm_env.base_url}\n",
+    )
+    result = run(pytester)
+    assert authorizations(helm_env) == {None}
+    assert "STOPPED openai/gpt-4o-mini: HTTP 401" in output(result)
+    helm_env.reset()
+    answer_half_wrongly(helm_env)
+    monkeypatch.setenv("MY_SERVER_KEY", API_KEY)
+    write(
+        one_scenario / "models.yml",
+        f"models:\n  - id: openai/gpt-4o-mini\n    base_url: {helm_env.base_url}\n"
+        "    api_key_env: MY_SERVER_KEY\n",
+    )
+    run(pytester).assert_outcomes(passed=4, failed=4)
+    assert authorizations(helm_env) == {f"Bearer {API_KEY}"}
+
+
+def test_a_keyless_models_yml_server_runs_without_openrouter_key(pytester, one_scenario, monkeypatch):
+    """A local OpenAI-compatible server named in models.yml needs no key at all (no dry run without one)."""
+    from tests.openrouter_server import FakeOpenRouter
+
+    class KeylessServer(FakeOpenRouter):
+        """A local server that asks for no key (the loopback OpenRouter insists on one)."""
+
+        def _auth_problem(self, headers):
+            return None
+
+    monkeypatch.delenv("OPENROUTER_API_KEY")
+    with KeylessServer() as keyless:
+        keyless.add_rule(contains="powerhouse", reply=Reply.ok(GOOD))
+        write(
+            one_scenario / "models.yml",
+            f"models:\n  - id: local-llama\n    base_url: {keyless.openai_base_url}\n    api: openai\n",
+        )
+        run(pytester).assert_outcomes(passed=8)
+        assert authorizations(keyless) == {None}
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (
+            f"{REMOTE_MODEL}    api_key: sk-or-v1-LITERAL0123456789\n",
+            "models[0] (a/b): a literal 'api_key' is never read from models.yml",
+        ),
+        (
+            f"{REMOTE_MODEL}    api_key_env: OPENROUTER_API_KEY\n",
+            "models[0] (a/b): OPENROUTER_API_KEY goes only to OpenRouter or to the base URL given",
+        ),
+        (
+            "models:\n  - id: a/b\n    extra_body: {model: other/model, stream: true, top_p: 0.9}\n",
+            "models[0] (a/b): extra_body may not set model, stream (they are what a result records)",
+        ),
+        (
+            "models:\n  - id: a/b\n    extra_body: {messages: [], response_format: {}}\n",
+            "models[0] (a/b): extra_body may not set messages, response_format",
+        ),
+        ("marking_model: j/m\nmodles:\n  - a/b\nmodels:\n  - a/b\n", "unknown top-level key(s) modles"),
+    ],
+    ids=["literal-key", "openrouter-key-elsewhere", "extra-body-model", "extra-body-messages", "top-level"],
+)
+def test_models_yml_cannot_hold_a_key_send_ours_elsewhere_or_change_what_is_recorded(
+    pytester, one_scenario, helm_env, models, message
+):
+    write(one_scenario / "models.yml", models)
+    result = run(pytester)
+    out = output(result)
+    assert f"{one_scenario / 'models.yml'}: {message}" in out, out
+    assert "Traceback" not in out
+    assert "LITERAL0123456789" not in out
+    assert helm_env.requests == []
+
+
+@pytest.mark.parametrize("where", ["option", "models.yml"])
+def test_plain_http_to_a_remote_host_is_refused_before_any_connection(
+    pytester, one_scenario, helm_env, monkeypatch, where
+):
+    """Every connection would go through the proxy (the loopback server), so it would see any attempt."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", helm_env.url)
+    monkeypatch.setenv("http_proxy", helm_env.url)
+    insecure = f"http://{INSECURE_HOST}/api/v1"
+    args: list[str] = []
+    if where == "option":
+        args = [f"--helmbench-base-url={insecure}"]
+    else:
+        write(one_scenario / "models.yml", f"models:\n  - id: openai/gpt-4o-mini\n    base_url: {insecure}\n")
+    result = run(pytester, "--showlocals", "-vv", *args)
+    out = output(result)
+    assert result.ret != pytest.ExitCode.OK
+    assert "is plain http:// to a host other than loopback, refused" in out
+    assert out.count("--helmbench-allow-insecure") == 1 and "Traceback" not in out
+    assert helm_env.requests == []
+    assert API_KEY not in out
+    # The same run with the flag does connect (through the proxy): the refusal above was the only guard.
+    result = run(pytester, "--helmbench-allow-insecure", *args)
+    assert helm_env.chat_requests
+    assert authorizations(helm_env) == ({f"Bearer {API_KEY}"} if where == "option" else {None})
+
+
+def test_plain_http_to_loopback_needs_no_flag(pytester, one_scenario, helm_env):
+    assert helm_env.base_url.startswith("http://127.0.0.1:")
+    run(pytester).assert_outcomes(passed=4, failed=4)
+
+
+def test_a_base_url_userinfo_and_the_key_appear_nowhere(pytester, one_scenario, helm_env, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_BASE_URL")
+    with_userinfo = helm_env.base_url.replace("http://", f"http://user:{USERINFO}@")
+    result = run_everything(pytester, f"--helmbench-base-url={with_userinfo}")
+    result.assert_outcomes(passed=4, failed=4)
+    db_url = f"sqlite:///{pytester.path / 'helmbench.db'}"
+    texts = every_output(pytester, result, db_url)
+    assert "user:***@" not in texts["database"] and "***@127.0.0.1" in texts["database"]  # options kept
+    assert_nowhere(texts, USERINFO, API_KEY)
+
+
+def test_a_database_password_appears_nowhere(pytester, one_scenario, helm_env, postgres_url):
+    """The test server trusts local connections, so any password opens it: the canary is only carried."""
+    db_url = postgres_url.replace("postgres@", f"postgres:{DB_PASSWORD}@")
+    result = run_everything(pytester, f"--helmbench-db={db_url}")
+    result.assert_outcomes(passed=4, failed=4)
+    texts = every_output(pytester, result, db_url)
+    assert "postgres:***@" in texts["terminal"] and "--helmbench-db=postgresql" in texts["database"]
+    assert_nowhere(texts, DB_PASSWORD, API_KEY)
+
+
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        (API_KEY[:12] + "\u200b" + API_KEY[12:], "a non-ASCII or invisible character (U+200B)"),
+        (API_KEY + " ", "whitespace (U+0020)"),
+        (API_KEY[:12] + "\n" + API_KEY[12:], "whitespace (U+000A)"),
+    ],
+    ids=["zero-width-space", "trailing-space", "newline"],
+)
+def test_a_malformed_key_stops_the_session_once_without_showing_it(
+    pytester, one_scenario, helm_env, monkeypatch, bad, what
+):
+    write_benchmark(one_scenario, scenarios=("P1-B1-S1", "P1-B1-S2"))
+    monkeypatch.setenv("OPENROUTER_API_KEY", bad)
+    result = run(pytester, "--showlocals", "-vv", "--full-trace")
+    out = output(result)
+    assert result.ret != pytest.ExitCode.OK
+    assert out.count(f"OPENROUTER_API_KEY contains {what}") == 1, out
+    assert "Traceback" not in out
+    assert helm_env.requests == []
+    for part in (bad, API_KEY[:12], API_KEY[12:], "0123456789"):
+        assert part not in out
+
+
+def test_a_malformed_key_is_a_clear_error_in_a_dry_run_too(pytester, one_scenario, helm_env, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "\u200b")
+    result = run(pytester, "--helmbench-dry-run")
+    assert result.ret != pytest.ExitCode.OK
+    assert "OPENROUTER_API_KEY contains a non-ASCII or invisible character (U+200B)" in output(result)
+
+
+# --- the redaction module ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "hidden", "kept"),
+    [
+        ("postgresql+psycopg://bob:pa55word@db:5432/x", "pa55word", "postgresql+psycopg://bob:***@db"),
+        ("https://me:tok@example.test/v1", "me:tok", "https://***@example.test/v1"),
+        ("https://sk-or-v1-abcdefghij@example.test/v1", "sk-or-v1-abcdefghij", "https://***@example.test"),
+        ("sqlite:///x.db?password=hunter2&mode=ro", "hunter2", "?password=***&mode=ro"),
+        ("Authorization: Bearer abc.def-ghi", "abc.def-ghi", "Bearer ***"),
+        ("key sk-or-v1-0123456789abcdef here", "sk-or-v1-0123456789abcdef", "key *** here"),
+        ("token Xq7Lm2Pz9Rt4Vw8Yb3Nc6Hd1Jf5Kg0Ms", "Xq7Lm2Pz9Rt4Vw8Yb3Nc6Hd1Jf5Kg0Ms", "token ***"),
+    ],
+)
+def test_redact_hides_credentials(text, hidden, kept):
+    from pytest_helmbench.redaction import redact
+
+    assert hidden not in redact(text) and kept in redact(text)
+
+
+def test_redact_keeps_hashes_codes_paths_and_user_only_database_urls():
+    from pytest_helmbench.redaction import redact
+
+    for text in (
+        "sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "P1-B1-S1-C1-U1-PT1[openai/gpt-4o-mini,r0]",
+        "postgresql+psycopg://postgres@127.0.0.1:5432/helmbench",
+        "/tmp/pytest-of-root/pytest-1/test_a_link_to_a_file_outside_the_tree0/benchmark",
+    ):
+        assert redact(text) == text
+
+
+def test_a_secret_never_shows_and_its_exact_value_is_redacted_anywhere():
+    import pickle
+
+    from pytest_helmbench.redaction import Secret, redact, redact_data
+
+    value = "plainlowercasekeyvalue"  # no pattern would catch it: only being a Secret does
+    secret = Secret(value)
+    assert value not in repr(secret) + str(secret) + f"{secret!r} {secret}"
+    assert redact(f"echo {value}!") == "echo ***!"
+    assert redact_data({"args": [f"--x={value}"], "k": secret}) == {"args": ["--x=***"], "k": "***"}
+    with pytest.raises(TypeError):
+        pickle.dumps(secret)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import HelmbenchError
 from ..jsontext import loads_tolerant
+from ..redaction import redact
 
 
 class CallError(HelmbenchError):
@@ -23,10 +24,11 @@ class CallError(HelmbenchError):
     def __init__(
         self, reason: str, *, status: int | None = None, raw: str | None = None, attempts: int = 1
     ) -> None:
+        reason = redact(reason)  # a provider may echo the key, or a URL's userinfo, in its error
         super().__init__(reason)
         self.reason = reason
         self.status = status
-        self.raw = raw
+        self.raw = redact(raw) if raw else raw
         self.attempts = attempts
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from ..redaction import Secret, redact
 from .chat import (
     CallError,
     ChatRequest,
@@ -90,13 +91,29 @@ def _rejects_model(status: int, message: str) -> bool:
     )
 
 
+def _headers(key: Secret, api: str) -> httpx.Headers:
+    """The request headers; `Authorization` only with a key (httpx.Headers' repr hides its value)."""
+    headers = httpx.Headers(
+        {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"{APP_TITLE}/{__version__}",
+        }
+    )
+    if key:
+        headers["Authorization"] = "Bearer " + key.reveal()
+    if api == "openrouter":
+        headers["X-Title"] = APP_TITLE
+    return headers
+
+
 class ChatClient:
     """One endpoint (base URL, API kind, key); thread-safe; retries transient faults with backoff."""
 
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        api_key: Secret | str,
         *,
         api: str = "openrouter",
         timeout: float = 120.0,
@@ -117,16 +134,8 @@ class ChatClient:
             sleep if sleep is not None else self.cancel.wait
         )  # a retry wait ends early when the session stops
         self.limiter = limiter or AdaptiveLimiter(1_000_000)
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": f"{APP_TITLE}/{__version__}",
-        }
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        if api == "openrouter":
-            headers["X-Title"] = APP_TITLE
-        self._headers = httpx.Headers(headers)
+        headers = _headers(api_key if isinstance(api_key, Secret) else Secret(api_key), api)
+        self._headers = headers
         self._chat_url = httpx.URL(f"{self.base_url}/chat/completions")  # parsed once, not per call
         self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
         # Chat calls go straight to the connection pool: httpx.Client's per-request layers (cookie
@@ -295,7 +304,7 @@ class ChatClient:
             response = self._http.get(f"{self.base_url}/models")
             entries = response.json().get("data", []) if response.status_code == 200 else []
         except (httpx.HTTPError, ValueError, AttributeError):
-            log.warning("could not fetch model pricing from %s/models", self.base_url)
+            log.warning("could not fetch model pricing from %s/models", redact(self.base_url))
             return {}
         prices = {}
         for entry in entries if isinstance(entries, list) else []:

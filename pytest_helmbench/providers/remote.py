@@ -1,7 +1,9 @@
 """The HTTP provider: OpenRouter, or any OpenAI-compatible server (`--helmbench-api openai`).
 
 It answers every model id no other provider takes, through `ChatClient` (providers/http.py), with the
-run's key, base URL and API kind unless the model's own models.yml entry names others.
+run's base URL and API kind unless the model's own models.yml entry names others. The key it sends is
+`Settings.credential`'s: OPENROUTER_API_KEY only to OpenRouter or a base URL the user gave on the command
+line or in the environment; a models.yml or ini base URL gets the key its model names, or none.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..config import ModelConfig
+from ..redaction import Secret
 from .base import ClientCache, ModelClient, Provider, ProviderContext
 
 if TYPE_CHECKING:
@@ -36,13 +39,14 @@ class HttpProvider(Provider):
         base_url = model.base_url or settings.base_url
         api = model.api or settings.api
         timeout = model.timeout or settings.timeout
+        credential = settings.credential(model)  # None: this endpoint gets no key (settings.credential)
 
         def create() -> ChatClient:
             from .http import ChatClient
 
             return ChatClient(
                 base_url,
-                settings.api_key,
+                credential.key if credential else Secret(),
                 api=api,
                 timeout=timeout,
                 retries=settings.retries,
@@ -51,7 +55,7 @@ class HttpProvider(Provider):
                 cancel=context.cancel,
             )
 
-        return self._clients.get((base_url, api, timeout), create)
+        return self._clients.get((base_url, api, timeout, credential and credential.env), create)
 
     def pricing(self, model: ModelConfig, context: ProviderContext) -> Pricing | None:
         return self.client(model, context).pricing(model.id)

@@ -16,6 +16,7 @@ from typing import Any, Literal, TextIO, get_args
 
 from sqlmodel import Session
 
+from ..redaction import redact
 from ..storage.queries import resolve_run_ids
 from ..storage.records import ResultRecord, iter_result_records
 
@@ -31,8 +32,11 @@ def _value(value: Any) -> Any:
 
 
 def record_dict(record: ResultRecord) -> dict[str, Any]:
-    """A JSON-ready dict of one record, columns in COLUMNS order."""
-    return {key: _value(value) for key, value in asdict(record).items()}
+    """A JSON-ready dict of one record, columns in COLUMNS order; its message without credentials (a
+    database written before errors were redacted may hold one)."""
+    row = {key: _value(value) for key, value in asdict(record).items()}
+    row["reason"] = redact(row["reason"]) if row.get("reason") else row.get("reason")
+    return row
 
 
 def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Sequence[int] | None = None) -> int:

@@ -11,6 +11,7 @@ mistake in escaping could neither run injected code nor fetch anything when the 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from string import Template
 
 from ..codes import code_sort_key
 from ..execution.outcome import CaseResult
+from ..redaction import redact, redact_data
 from ..storage.queries import Labels, ReportData
 from .analytics import ScoreKey, group_by, score
 from .attribution import FactorEffect, attribution
@@ -209,8 +211,15 @@ def _meta(data: ReportData, n_series: int) -> str:
     )
 
 
+def _redacted(data: ReportData) -> ReportData:
+    """No credential on the page, even from a database written before options were redacted."""
+    runs = [dataclasses.replace(run, options=redact_data(run.options)) for run in data.runs]
+    return dataclasses.replace(data, runs=runs, source=redact(data.source))
+
+
 def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
     """The whole report page as one string (inline CSS, SVG and JS, nothing fetched at view time)."""
+    data = _redacted(data)
     page = assets()
     series = build_series(data)
     sums = [summarise(s) for s in series]

@@ -23,6 +23,7 @@ from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from ..errors import HelmbenchError
+from ..redaction import redact
 from . import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 if TYPE_CHECKING:
@@ -71,9 +72,9 @@ _ALEMBIC_VERSION = Table(
 
 
 def safe_url(db_url: str) -> str:
-    """The URL with any password hidden, for messages."""
+    """The URL with its password (and any secret-looking query parameter) hidden, for messages."""
     try:
-        return make_url(db_url).render_as_string(hide_password=True)
+        return redact(make_url(db_url).render_as_string(hide_password=True))
     except Exception:
         return "<invalid URL>"
 
