@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -300,6 +301,8 @@ def _number(raw: Any, name: str, cast: Callable[[str], Any], low: float | None =
         value = cast(str(raw))
     except ValueError:
         raise ConfigError(f"--helmbench-{name}: {raw!r} is not a valid {cast.__name__}") from None
+    if not math.isfinite(value):  # float("nan") and float("inf") parse, but no setting means them
+        raise ConfigError(f"--helmbench-{name}: {raw!r} is not a finite number")
     if low is not None and value < low:
         raise ConfigError(f"--helmbench-{name}: must be at least {low}")
     return value

@@ -140,6 +140,27 @@ def test_byok_cost_is_the_upstream_inference_cost(sleeps: Sleeps) -> None:
     assert response.cost_usd == pytest.approx(0.0042)
 
 
+class OddByokServer(ByokServer):
+    """BYOK with a `cost_details` that is not an object: the cost is unknown, never a crash."""
+
+    def _render_ok(self, *args: Any, **kwargs: Any) -> Any:
+        response = FakeOpenRouter._render_ok(self, *args, **kwargs)
+        data = json.loads(response.body)
+        data["usage"].update(cost="n/a", is_byok=True, cost_details=["not", "a", "mapping"])
+        response.body = json.dumps(data).encode("utf-8")
+        return response
+
+
+def test_byok_with_malformed_cost_details_leaves_the_cost_unknown(sleeps: Sleeps) -> None:
+    with OddByokServer(api_keys={KEY}) as srv:
+        srv.add_rule(reply=Reply.ok(ANSWER, prompt_tokens=100, completion_tokens=20))
+        chat = make_client(srv, sleeps)
+        response = chat.complete(request())
+        chat.close()
+    assert json.loads(response.content) == ANSWER
+    assert response.cost_usd is None
+
+
 @pytest.mark.parametrize("cost", ["missing", None], ids=["no-cost-key", "cost-null"])
 def test_cost_from_models_pricing_when_usage_cost_is_absent(
     server: FakeOpenRouter, client: ChatClient, cost: Any

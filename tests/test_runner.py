@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_helmbench.config import ModelConfig, OptionSource, Settings, build_settings, load_models_file
+from pytest_helmbench.errors import ConfigError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.judge import judge_prompt
 from pytest_helmbench.execution.executor import (
@@ -557,3 +558,12 @@ def test_a_named_key_variable_unset_makes_that_model_a_dry_run(tmp_path: Path) -
     model = ModelConfig("a/b", base_url="http://127.0.0.1:9/v1", api_key_env="UNSET_KEY")
     assert settings.is_dry_run(needs_key=True, model=model)
     assert not settings.is_dry_run(needs_key=True, model=ModelConfig("a/b", base_url="http://127.0.0.1:9/v1"))
+
+
+@pytest.mark.parametrize("option", ["temperature", "timeout", "max-cost"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_numeric_settings_must_be_finite(tmp_path: Path, option: str, value: str) -> None:
+    """`float()` reads 'nan' and 'inf'; no setting means them, so they are a usage error, not a NaN run."""
+    root = benchmark(tmp_path)
+    with pytest.raises(ConfigError, match=f"--helmbench-{option}: '{value}' is not a finite number"):
+        settings_for(root, "http://127.0.0.1:9/api/v1", **{option: value})

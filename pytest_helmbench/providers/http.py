@@ -278,7 +278,8 @@ class ChatClient:
             return 0.0
         cost = usage.get("cost")
         if usage.get("is_byok"):
-            upstream = (usage.get("cost_details") or {}).get("upstream_inference_cost")
+            details = usage.get("cost_details")
+            upstream = details.get("upstream_inference_cost") if isinstance(details, dict) else None
             if upstream is not None:
                 cost = upstream
         if isinstance(cost, (int, float)):
