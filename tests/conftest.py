@@ -80,3 +80,11 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A new, empty database on the session's PostgreSQL server."""
     return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new results database of each kind: a SQLite file, or one on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'results.db'}"
+    return request.getfixturevalue("postgres_url")

@@ -9,15 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_content
 from pytest_helmbench.evaluation.judge import JudgeError, parse_verdict
 from pytest_helmbench.jsontext import MAX_DEPTH, JsonRejected, loads_strict, loads_tolerant
 from pytest_helmbench.providers.chat import Transient, json_or_none, read_completion
-from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.suite.model import Criteria
 from tests.benchfiles import write_benchmark
+from tests.dbquery import query
 from tests.openrouter_server import Reply
 
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -167,22 +166,6 @@ ANSWERS = [
     (MODEL_B, "agian", '{"category": "ANSWER", "response": "\\ud800"}', "unpaired UTF-16 surrogate"),
     (MODEL_B, "friendly", '{"category": "ANSWER", "response": ' + TOO_DEEP + "}", "nested deeper than 64"),
 ]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{pytester.path / 'helmbench.db'}"
-    return request.getfixturevalue("postgres_url")
-
-
-def query(url: str, sql: str) -> list[tuple]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def rule_text(code: str) -> str:

@@ -32,6 +32,7 @@ from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import write_benchmark
+from tests.dbquery import query
 
 runner = CliRunner()
 SCENARIOS = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1")
@@ -47,23 +48,6 @@ CONTENT_KEYS = {
     "perturbation": "scenario_id, code, content_hash",
     "llm": "model_id",
 }
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new database: a SQLite file, or a database on the test session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'results.db'}"
-    return request.getfixturevalue("postgres_url")
-
-
-def query(url: str, sql: str) -> list[tuple]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
 
 
 def execute(url: str, sql: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text
 from sqlmodel import SQLModel
 
 from pytest_helmbench.evaluation.builtin import builtin_registry
@@ -15,15 +14,11 @@ from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import write_benchmark
+from tests.dbquery import query
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
-
-
-def query(url: str, sql: str) -> list[tuple]:
-    with make_engine(url).connect() as conn:
-        return [tuple(row) for row in conn.execute(text(sql))]
 
 
 def test_migrations_build_the_models_schema_on_postgresql(postgres_url):
