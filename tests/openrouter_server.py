@@ -264,6 +264,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any] | None
     status: int | str | None = None
+    #: When it arrived (seconds since the epoch: comparable with times other processes write).
+    received_at: float = field(default_factory=time.time)
 
     @property
     def is_chat(self) -> bool:

@@ -447,6 +447,10 @@ def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how
             parent.send_signal(signal.SIGKILL)
         elif how == "ctrl-c":
             parent.send_signal(signal.SIGINT)
+        else:  # let the parent exit only now: before, the server could be gone before its port was checked
+            assert parent.stdin is not None
+            parent.stdin.write(b"exit\n")
+            parent.stdin.close()
         parent.wait(timeout=20)
         assert _wait_port_closed(port, timeout=10), f"server outlived its parent ({how})"
         _assert_gone(child_pid)
@@ -468,6 +472,8 @@ def _start_in_subprocess(
         "print(server.start(), server.pid, flush=True)\n"
         "if sys.argv[3] == 'hold':\n"
         "    time.sleep(120)\n"
+        "else:\n"
+        "    sys.stdin.readline()  # exit (without stop()) once the test has seen the server up\n"
     )
     paths = [
         str(Path(ls.__file__).parents[2]),
@@ -483,6 +489,7 @@ def _start_in_subprocess(
             str(tmp_path / "server.log"),
             "hold" if hold else "exit",
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
         preexec_fn=lambda: signal.signal(
