@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_helmbench.execution.outcome import Outcome
 
 API_KEY = "sk-test-0123456789-secret"  # the only key the fake server accepts; must never leak
 
@@ -149,3 +153,23 @@ def write_benchmark(root: Path, *, scenarios: tuple[str, ...] = ("P1-B1-S1",), m
     for code in scenarios:
         write_scenario(root, code)
     return root
+
+
+def make_outcomes(root: Path, model: str) -> list[Outcome]:
+    """One passed Outcome per case of the benchmark at `root`, for `model`: what a run would record."""
+    from pytest_helmbench.evaluation.builtin import builtin_registry
+    from pytest_helmbench.execution.outcome import Outcome, provenance
+    from pytest_helmbench.suite.cases import expand
+    from pytest_helmbench.suite.loader import BenchmarkLoader
+    from pytest_helmbench.suite.prompt import compose
+
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
+    made = []
+    for folder in loader.scenario_dirs():
+        for case in expand(loader.load_scenario(folder), [model]):
+            prompt = compose(case)
+            prov = provenance(case, loader.info())
+            made.append(
+                Outcome("passed", "ok", model, case.code, f"id::{case.code}", prompt.text, prompt.hash, prov)
+            )
+    return made

@@ -17,8 +17,6 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from pytest_helmbench.cli import app
-from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.execution.outcome import Outcome, provenance
 from pytest_helmbench.storage.engine import (
     SCHEMA_HEAD,
     SchemaState,
@@ -28,10 +26,7 @@ from pytest_helmbench.storage.engine import (
     upgrade,
 )
 from pytest_helmbench.storage.recorder import Recorder
-from pytest_helmbench.suite.cases import expand
-from pytest_helmbench.suite.loader import BenchmarkLoader
-from pytest_helmbench.suite.prompt import compose
-from tests.benchfiles import write_benchmark
+from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 
 runner = CliRunner()
@@ -57,20 +52,6 @@ def execute(url: str, sql: str) -> None:
             conn.execute(text(sql))
     finally:
         engine.dispose()
-
-
-def make_outcomes(root: Path, model: str) -> list[Outcome]:
-    """One passed outcome per case of the benchmark at `root`, for `model`."""
-    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
-    made = []
-    for folder in loader.scenario_dirs():
-        for case in expand(loader.load_scenario(folder), [model]):
-            prompt = compose(case)
-            prov = provenance(case, loader.info())
-            made.append(
-                Outcome("passed", "ok", model, case.code, f"id::{case.code}", prompt.text, prompt.hash, prov)
-            )
-    return made
 
 
 def assert_no_duplicate_content(url: str) -> None:

@@ -6,14 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.execution.outcome import Outcome, provenance
 from pytest_helmbench.storage.engine import SCHEMA_HEAD, make_engine, upgrade
 from pytest_helmbench.storage.recorder import Recorder
-from pytest_helmbench.suite.cases import expand
-from pytest_helmbench.suite.loader import BenchmarkLoader
-from pytest_helmbench.suite.prompt import compose
-from tests.benchfiles import write_benchmark
+from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 from tests.openrouter_server import Reply
 
@@ -35,25 +30,10 @@ def test_migrations_build_the_models_schema_on_postgresql(postgres_url):
 
 def test_recorder_keeps_counters_in_step_on_postgresql(tmp_path, postgres_url):
     """PostgreSQL has no counter triggers: the recorder's own UPDATE keeps the run's counters."""
-    root = write_benchmark(tmp_path / "benchmark")
-    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
-    scenario = loader.load_scenario(root / "scenarios" / "P1-B1-S1")
     statuses = ["passed", "failed", "error", "skipped"]
     recorder = Recorder(postgres_url, "s1")
-    for index, case in enumerate(expand(scenario, ["m/one"])):
-        prompt = compose(case)
-        outcome = Outcome(
-            statuses[index % 4],
-            "why",
-            case.model,
-            case.code,
-            f"id::{case.code}",
-            prompt.text,
-            prompt.hash,
-            provenance(case, loader.info()),
-            raw_response="{}",
-            cost_usd=0.01,
-        )
+    for index, outcome in enumerate(make_outcomes(write_benchmark(tmp_path / "benchmark"), "m/one")):
+        outcome.status, outcome.raw_response, outcome.cost_usd = statuses[index % 4], "{}", 0.01
         recorder.record(outcome, {"temperature": 0})
     recorder.finish({"m/one": "completed"})
     recorder.close()

@@ -9,8 +9,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import Session, SQLModel, select
 
-from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.execution.outcome import Outcome, provenance
 from pytest_helmbench.storage.engine import SCHEMA_HEAD, StorageError, make_engine, upgrade
 from pytest_helmbench.storage.recorder import Recorder
 from pytest_helmbench.storage.tables import (
@@ -21,36 +19,15 @@ from pytest_helmbench.storage.tables import (
     Result,
     Scenario,
 )
-from pytest_helmbench.suite.cases import expand
-from pytest_helmbench.suite.loader import BenchmarkLoader
-from pytest_helmbench.suite.prompt import compose
-from tests.benchfiles import write_benchmark
+from tests.benchfiles import make_outcomes, write_benchmark
 
 
 @pytest.fixture
 def outcomes(tmp_path):
-    root = write_benchmark(tmp_path / "benchmark")
-    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
-    scenario = loader.load_scenario(root / "scenarios" / "P1-B1-S1")
-    made = []
-    for case in expand(scenario, ["m/one"]):
-        prompt = compose(case)
-        made.append(
-            Outcome(
-                "passed",
-                "ok",
-                case.model,
-                case.code,
-                f"id::{case.code}",
-                prompt.text,
-                prompt.hash,
-                provenance(case, loader.info()),
-                raw_response="{}",
-                cost_usd=0.01,
-                prompt_tokens=10,
-                completion_tokens=5,
-            )
-        )
+    made = make_outcomes(write_benchmark(tmp_path / "benchmark"), "m/one")
+    for outcome in made:
+        outcome.raw_response, outcome.cost_usd = "{}", 0.01
+        outcome.prompt_tokens, outcome.completion_tokens = 10, 5
     return made
 
 
