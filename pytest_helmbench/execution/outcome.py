@@ -146,6 +146,34 @@ _OUTCOME_FIELDS = fields(Outcome)
 
 
 @dataclass(frozen=True)
+class JudgeVote:
+    """One panel judge's pass/fail on one judged check of one case (inter-judge agreement reads these)."""
+
+    check: str
+    judge: str
+    passed: bool
+
+
+def judge_votes(details: Mapping[str, Any] | None) -> tuple[JudgeVote, ...]:
+    """The votes recorded in a Result's evaluation details (`checks[*].judges[*]`); judges that gave
+    no verdict (an error) cast no vote."""
+    votes: list[JudgeVote] = []
+    for check in (details or {}).get("checks") or ():
+        for judge in check.get("judges") or ():
+            if isinstance(judge.get("passed"), bool):
+                votes.append(JudgeVote(str(check.get("name")), str(judge.get("model")), judge["passed"]))
+    return tuple(votes)
+
+
+def failure_confirmed(details: Mapping[str, Any] | None) -> bool | None:
+    """None unless the case failed on judge verdicts alone; then whether re-judging confirmed it."""
+    confirmation = (details or {}).get("confirmation")
+    if not isinstance(confirmation, Mapping) or not isinstance(confirmation.get("confirmed"), bool):
+        return None
+    return confirmation["confirmed"]
+
+
+@dataclass(frozen=True)
 class CaseResult:
     """One attempt at one case by one model: the only input analytics needs.
 
@@ -168,6 +196,9 @@ class CaseResult:
     status: Status
     critical: bool = False
     repeat: int = 0  # repeat index for --helmbench-repeat N
+    # None: not a failure resting on judge verdicts alone; True/False: re-judging confirmed it or not
+    failure_confirmed: bool | None = None
+    judge_votes: tuple[JudgeVote, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -209,6 +240,8 @@ class CaseResult:
             status=values["status"],
             critical=bool(values.get("critical")),
             repeat=values.get("repeat") or 0,
+            failure_confirmed=failure_confirmed(values.get("evaluation_details")),
+            judge_votes=judge_votes(values.get("evaluation_details")),
         )
 
     @classmethod
@@ -234,6 +267,7 @@ class CaseResult:
                 "status": outcome.status,
                 "critical": prov["scenario"]["critical"],
                 "repeat": outcome.repeat,
+                "evaluation_details": outcome.details,
             }
         )
 

@@ -212,7 +212,8 @@ def load_case_results(session: Session, run_ids: Sequence[int] | None = None) ->
     ids = _selected(session, run_ids)
     if not ids:
         return []
-    return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(result_query(ids))]
+    query = result_query(ids, Result.evaluation_details)  # judge votes and re-judging live there
+    return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(query)]
 
 
 def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> list[FailureRow]:
