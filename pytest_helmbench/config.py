@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import BenchmarkError, ConfigError
+from .errors import ConfigError
+from .models_file import (  # noqa: F401  (re-exported: models.yml lives in its own module)
+    API_KINDS,
+    ModelConfig,
+    ModelsFile,
+    is_http_url,
+    load_models_file,
+)
 from .redaction import Secret, redact
-from .suite.files import BenchmarkFiles
-from .suite.markdown import load_yaml
 from .trust import (
     KEY_ENV,
     OPENROUTER_BASE_URL,  # noqa: F401  (re-exported: options.py and providers read it here)
@@ -25,160 +29,8 @@ from .trust import (
     is_openrouter,
 )
 
-API_KINDS = ("openrouter", "openai")
 DRY_RUN_REASON = "dry run"
 CACHE_MODES = ("off", "read", "write", "on")
-
-# Request settings a models.yml entry may carry (besides `id`); anything else is an error so typos surface.
-_MODEL_KEYS = {
-    "id",
-    "base_url",
-    "api",
-    "max_tokens",
-    "temperature",
-    "seed",
-    "timeout",
-    "reasoning",
-    "provider",
-    "extra_body",
-    "api_key_env",
-}
-_TOP_KEYS = ("marking_model", "models")
-# Request fields extra_body may not set: they are what a Result records as asked (model, prompt, schema)
-# and how the answer is read (one JSON body, not a stream).
-_RESERVED_BODY = ("messages", "model", "response_format", "stream")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """One model and its own request settings (unset fields fall back to the run's options)."""
-
-    id: str
-    base_url: str | None = None
-    api: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    timeout: float | None = None
-    reasoning: dict[str, Any] | None = None
-    provider: dict[str, Any] | None = None
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    api_key_env: str | None = None
-
-    def recorded(self) -> dict[str, Any]:
-        return {
-            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, {})
-        }
-
-
-@dataclass(frozen=True)
-class ModelsFile:
-    """benchmark/models.yml: the default models and the marking (judge) model."""
-
-    marking_model: str | None
-    models: tuple[ModelConfig, ...]
-
-    def get(self, model_id: str) -> ModelConfig:
-        for model in self.models:
-            if model.id == model_id:
-                return model
-        return ModelConfig(model_id)
-
-
-def is_http_url(value: Any) -> bool:
-    """An API base URL must name its scheme and host: without them every call would fail as if the
-    network were down, and be retried, instead of stopping at once with this message."""
-    return isinstance(value, str) and re.match(r"https?://[^/\s]+", value.strip()) is not None
-
-
-def _model_checks(entry: dict[str, Any], path: Path, index: int) -> None:
-    """The settings that would let a models.yml entry leak a key or change what is recorded."""
-    name = f"models[{index}] ({entry['id']})"
-    env = entry.get("api_key_env")
-    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
-        raise BenchmarkError(path, f"{name}: api_key_env must be the name of an environment variable")
-    if env == KEY_ENV and not is_openrouter(entry.get("base_url")):
-        raise BenchmarkError(
-            path,
-            f"{name}: {KEY_ENV} goes only to OpenRouter or to the base URL given on the command line or "
-            "in the environment, not to a models.yml base_url",
-            fix="give this server a key variable of its own: 'api_key_env: MY_SERVER_KEY'",
-        )
-    reserved = sorted(set(entry.get("extra_body") or {}) & set(_RESERVED_BODY))
-    if reserved:
-        raise BenchmarkError(
-            path,
-            f"{name}: extra_body may not set {', '.join(reserved)} (they are what a result records)",
-            fix="remove them from extra_body: the model is 'id', prompt and schema come from the scenario",
-        )
-
-
-def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
-    if isinstance(entry, str):
-        return ModelConfig(entry)
-    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-        raise BenchmarkError(
-            path,
-            f"models[{index}] must be a model id or a mapping with an 'id'",
-            fix="e.g. '- id: openai/gpt-4o-mini'",
-        )
-    if "api_key" in entry:
-        raise BenchmarkError(
-            path,
-            f"models[{index}] ({entry['id']}): a literal 'api_key' is never read from models.yml "
-            "(the file is shared, the key is not)",
-            fix="keep the key in an environment variable and name it: 'api_key_env: MY_SERVER_KEY'",
-        )
-    unknown = set(entry) - _MODEL_KEYS
-    if unknown:
-        raise BenchmarkError(
-            path,
-            f"models[{index}] ({entry['id']}): unknown setting(s) {', '.join(sorted(unknown))}",
-            fix=f"use only {', '.join(sorted(_MODEL_KEYS))}",
-        )
-    for key in ("reasoning", "provider", "extra_body"):
-        if key in entry and not isinstance(entry[key], dict):
-            raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
-    _model_checks(entry, path, index)
-    if "base_url" in entry and not is_http_url(entry["base_url"]):
-        raise BenchmarkError(
-            path,
-            f"models[{index}] ({entry['id']}): base_url {entry['base_url']!r} is not an http(s) URL",
-            fix="write e.g. base_url: http://localhost:8000/v1",
-        )
-    if entry.get("api") not in (None, *API_KINDS):
-        raise BenchmarkError(
-            path, f"models[{index}] ({entry['id']}): api must be one of {', '.join(API_KINDS)}"
-        )
-    return ModelConfig(
-        **{k: v for k, v in entry.items() if k != "extra_body"},
-        extra_body=dict(entry.get("extra_body") or {}),
-    )
-
-
-def load_models_file(path: Path) -> ModelsFile:
-    """Parse models.yml; a missing file means no default models."""
-    files = BenchmarkFiles(path.parent)  # a stranger's file: no link out of the root, no FIFO, no alias
-    if not files.is_file(path):
-        return ModelsFile(None, ())
-    data = load_yaml(files.read_text(path), path) or {}
-    if not isinstance(data, dict):
-        raise BenchmarkError(path, "models.yml must be a mapping with 'marking_model' and 'models'")
-    unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
-    if unknown:
-        raise BenchmarkError(
-            path,
-            f"unknown top-level key(s) {', '.join(unknown)}",
-            fix=f"use only {', '.join(_TOP_KEYS)}; a model's own settings go under its entry in 'models'",
-        )
-    entries = data.get("models") or []
-    if not isinstance(entries, list):
-        raise BenchmarkError(path, "'models' must be a list")
-    marking = data.get("marking_model")
-    if marking is not None and not isinstance(marking, str):
-        raise BenchmarkError(path, "'marking_model' must be a model id")
-    return ModelsFile(marking, tuple(_model_entry(e, path, i) for i, e in enumerate(entries)))
 
 
 @dataclass(frozen=True)
@@ -210,10 +62,24 @@ class Settings:
     base_url_source: OptionSource = OptionSource.DEFAULT
     # The keys models.yml entries name with api_key_env, by variable name.
     model_keys: dict[str, Secret] = field(default_factory=dict, repr=False)
+    # The panel of judges (the first is `marking_model`); how their verdicts combine; how many times a
+    # single judge is asked again before a critical failure counts.
+    marking_models: tuple[ModelConfig, ...] = ()
+    judge_policy: str = "majority"
+    rejudge: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.api_key, Secret):  # a plain string from a caller: held as a Secret
             object.__setattr__(self, "api_key", Secret(str(self.api_key or "")))
+        if not self.marking_models and self.marking_model is not None:
+            object.__setattr__(self, "marking_models", (self.marking_model,))
+        if self.marking_models and self.marking_model is None:
+            object.__setattr__(self, "marking_model", self.marking_models[0])
+
+    @property
+    def judge_ids(self) -> list[str]:
+        """The panel's model ids, in the order given."""
+        return [m.id for m in self.marking_models]
 
     @property
     def model_ids(self) -> list[str]:
@@ -223,8 +89,9 @@ class Settings:
         for model in self.models:
             if model.id == model_id:
                 return model
-        if self.marking_model and self.marking_model.id == model_id:
-            return self.marking_model
+        for judge in self.marking_models:
+            if judge.id == model_id:
+                return judge
         return ModelConfig(model_id)
 
     def credential(self, model: ModelConfig) -> Credential | None:
@@ -258,6 +125,9 @@ class Settings:
         return {
             "model": model.recorded(),
             "marking_model": self.marking_model.recorded() if self.marking_model else None,
+            "marking_models": [judge.recorded() for judge in self.marking_models],
+            "judge_policy": self.judge_policy,
+            "rejudge": self.rejudge,
             "base_url": redact(model.base_url or self.base_url),
             "api": model.api or self.api,
             "temperature": self.temperature,
@@ -316,7 +186,7 @@ def _model_keys(models: Iterable[ModelConfig]) -> dict[str, Secret]:
 
 def _check_endpoints(settings: Settings, allow_insecure: bool) -> None:
     check_transport(settings.base_url, "--helmbench-base-url / OPENROUTER_BASE_URL", allow_insecure)
-    used = [*settings.models, *([settings.marking_model] if settings.marking_model else [])]
+    used = [*settings.models, *settings.marking_models]
     for model in used:
         if model.base_url:
             check_transport(model.base_url, f"models.yml: {model.id}: base_url", allow_insecure)
@@ -347,7 +217,10 @@ def build_settings(
     api = str(get("api"))
     if api not in API_KINDS:
         raise ConfigError(f"--helmbench-api: {api!r} must be one of {', '.join(API_KINDS)}")
-    marking_id = get("marking-model") or models_file.marking_model
+    marking_ids = _judge_ids(get("marking-model") or models_file.marking_model)
+    policy = str(get("judge-policy") or "majority")
+    if policy not in JUDGE_POLICIES:
+        raise ConfigError(f"--helmbench-judge-policy: {policy!r} must be one of {', '.join(JUDGE_POLICIES)}")
     seed = get("seed")
     temperature = _number(get("temperature"), "temperature", float, 0)
     cache_mode = str(get("cache") or ("on" if temperature == 0 else "off"))
@@ -360,7 +233,10 @@ def build_settings(
     optional = {name: get(name) for name in ("max-cost", "sample", "fail-under")}
     settings = Settings(
         models=tuple(models_file.get(i) for i in dict.fromkeys(ids)),
-        marking_model=models_file.get(marking_id) if marking_id else None,
+        marking_model=models_file.get(marking_ids[0]) if marking_ids else None,
+        marking_models=tuple(models_file.get(i) for i in marking_ids),
+        judge_policy=policy,
+        rejudge=_number(get("rejudge") if get("rejudge") not in (None, "") else 3, "rejudge", int, 0),
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
         base_url=base_url,
         api=api,
@@ -385,8 +261,17 @@ def build_settings(
         base_url_source=base_url_source,
     )
     _check_endpoints(settings, bool(get("allow-insecure")))
-    judge = (settings.marking_model,) if settings.marking_model else ()
-    return settings.with_keys(_model_keys((*settings.models, *judge)))
+    return settings.with_keys(_model_keys((*settings.models, *settings.marking_models)))
+
+
+JUDGE_POLICIES = ("majority", "all-pass", "any-fail")
+
+
+def _judge_ids(value: Any) -> list[str]:
+    """`a,b,c` (option) or a models.yml id: the panel, in order, without repeats."""
+    if not value:
+        return []
+    return list(dict.fromkeys(i.strip() for i in str(value).split(",") if i.strip()))
 
 
 def api_key_from_env() -> Secret:

@@ -39,8 +39,22 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "marking-model",
-        "judge model for sqe scenarios (default: models.yml marking_model)",
+        "judge model(s) for sqe checks; a,b,c is a panel, each judged case is judged by all "
+        "(default: models.yml marking_model)",
         "HELMBENCH_MARKING_MODEL",
+    ),
+    Option(
+        "judge-policy",
+        "how a panel's verdicts combine: majority (default; a tie fails), all-pass or any-fail",
+        "HELMBENCH_JUDGE_POLICY",
+        "majority",
+    ),
+    Option(
+        "rejudge",
+        "a single judge's critical failure counts for the gate only if it fails again this many times "
+        "(fresh calls, new seeds; default 3; 0: no re-judging)",
+        "HELMBENCH_REJUDGE",
+        "3",
     ),
     Option(
         "db",

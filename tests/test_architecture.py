@@ -28,6 +28,7 @@ STAGES = {
     "__init__": 0,
     "suite": 1,
     "config": 2,
+    "models_file": 2,
     "providers": 3,
     "evaluation": 4,
     "execution": 5,

@@ -7,6 +7,7 @@ the type checks its own settings and returns the normalised `EvaluationSpec`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,3 +83,70 @@ def parse_evaluation(
     schema = response_format["json_schema"]["schema"]
     spec = evaluation_type.check_spec(RawEvaluation(kind, raw, meta, schema), path)
     return spec, evaluation_type
+
+
+RUBRIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.md$")
+CHECK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ParsedCheck:
+    """One item of a scenario's `checks:` as its type checked it, and the rubric file it names."""
+
+    name: str
+    spec: EvaluationSpec
+    type: EvaluationType
+    rubric: str | None  # a file name in the scenario folder, for types that need a rubric
+
+
+def parse_checks(
+    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+) -> list[ParsedCheck]:
+    """Read the scenario's optional `checks:` list: further evaluations that must all pass too."""
+    raw = meta.get("checks")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise BenchmarkError(
+            path,
+            "'checks' must be a list of evaluations",
+            fix="write e.g. 'checks:' then '  - {type: sqe, criteria: reply-criteria.md, field: response}'",
+        )
+    schema = response_format["json_schema"]["schema"]
+    names = types.names()
+    parsed: list[ParsedCheck] = []
+    for index, item in enumerate(raw, 1):
+        if not isinstance(item, dict) or "type" not in item:
+            raise BenchmarkError(
+                path, f"checks item {index} must be a mapping with a 'type'", fix="see README"
+            )
+        kind = item["type"]
+        if kind not in names:
+            raise BenchmarkError(
+                path,
+                f"checks item {index}: unknown evaluation type {kind!r}",
+                fix=f"use one of {', '.join(names)}",
+            )
+        evaluation_type = types.get(kind)
+        rubric = item.get("criteria", "criteria.md" if evaluation_type.needs_criteria else None)
+        if rubric is not None and (not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric)):
+            raise BenchmarkError(
+                path,
+                f"checks item {index}: criteria {rubric!r} must be a .md file name in the scenario folder",
+                fix="e.g. criteria: reply-criteria.md (no folders, no links out of the scenario)",
+            )
+        default_name = rubric.removesuffix(".md") if rubric else str(kind)
+        name = item.get("name", default_name)
+        if not isinstance(name, str) or not CHECK_NAME.match(name):
+            raise BenchmarkError(
+                path, f"checks item {index}: name {name!r} is not a plain name", fix="e.g. name: reply"
+            )
+        if name in {p.name for p in parsed}:
+            raise BenchmarkError(
+                path,
+                f"checks item {index}: the name {name!r} is used twice",
+                fix="give each check its own name",
+            )
+        spec = evaluation_type.check_spec(RawEvaluation(kind, item, meta, schema), path)
+        parsed.append(ParsedCheck(name, spec, evaluation_type, rubric))
+    return parsed

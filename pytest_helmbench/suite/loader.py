@@ -16,7 +16,7 @@ from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .benchmark_yml import parse_benchmark_info
 from .components import load_components
-from .evaluation_spec import EvaluationTypes, parse_evaluation
+from .evaluation_spec import EvaluationSpec, EvaluationTypes, parse_checks, parse_evaluation
 from .files import DEFAULT_MAX_FILE_SIZE, BenchmarkFiles
 from .markdown import split_frontmatter, to_xml
 from .model import (
@@ -24,7 +24,9 @@ from .model import (
     PERTURBATION,
     USER_CONTEXT,
     BenchmarkInfo,
+    Check,
     Component,
+    Criteria,
     Kind,
     Scenario,
     content_hash,
@@ -34,6 +36,16 @@ from .scenario_files import parse_criteria, parse_response_format
 RISK_LEVELS = ("none", "low", "high", "imminent")
 #: Collected as a scenario file: `S<n>.md` and look-alikes (`S01.md`), which must then match their folder.
 SCENARIO_FILE_LIKE = re.compile(r"^[Ss]\d+\.md$")
+
+
+def _rubric_hashes(checks: tuple[Check, ...]) -> tuple[Any, ...]:
+    """The rubrics' part of a scenario's hash (unchanged for a scenario with no `checks:`)."""
+    label = checks[0].criteria.hash if checks[0].criteria else None
+    return (
+        (label,)
+        if len(checks) == 1
+        else (label, [(c.name, c.criteria and c.criteria.hash) for c in checks[1:]])
+    )
 
 
 @dataclass
@@ -213,6 +225,7 @@ class BenchmarkLoader:
                 f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
                 fix="add criteria.md with options, pass_values, response_field, response_type and the rubric",
             )
+        checks = self._checks(folder, md_path, meta, response_format, evaluation, criteria)
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
@@ -270,5 +283,37 @@ class BenchmarkLoader:
             conditions=conditions,
             user_contexts=user_contexts,
             perturbations=perturbations,
-            hash=content_hash(code, text, meta, response_format, criteria.hash if criteria else None),
+            hash=content_hash(code, text, meta, response_format, *_rubric_hashes(checks)),
+            checks=checks,
         )
+
+    def _checks(
+        self,
+        folder: Path,
+        md_path: Path,
+        meta: dict[str, Any],
+        response_format: dict[str, Any],
+        evaluation: EvaluationSpec,
+        criteria: Criteria | None,
+    ) -> tuple[Check, ...]:
+        """The label check, then every `checks:` item with the rubric it names (read inside the folder)."""
+        label = Check(evaluation.type, evaluation, criteria, role="evaluation")
+        found = [label]
+        for parsed in parse_checks(meta, md_path, response_format, self.evaluation_types):
+            if parsed.name == label.name:
+                raise BenchmarkError(
+                    md_path,
+                    f"a check is named {parsed.name!r}, like the scenario's evaluation",
+                    fix="give the check another name (name: ...)",
+                )
+            rubric = None
+            if parsed.rubric is not None:
+                rubric = parse_criteria(folder / parsed.rubric, self.files)
+                if rubric is None:
+                    raise BenchmarkError(
+                        md_path,
+                        f"check {parsed.name!r} names the rubric {parsed.rubric}, which is not in the folder",
+                        fix=f"add {parsed.rubric} beside {md_path.name}, or correct 'criteria:'",
+                    )
+            found.append(Check(parsed.name, parsed.spec, rubric))
+        return tuple(found)

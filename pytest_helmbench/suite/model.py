@@ -59,9 +59,31 @@ class Component:
         return str(value) if value is not None else None
 
 
+ANSWERS = ("yes", "no", "not_applicable")
+"""What a judge may answer to one atomic check."""
+
+
+@dataclass(frozen=True)
+class RubricCheck:
+    """One atomic check of a rubric: a yes/no question about the reply and which answer satisfies it."""
+
+    id: str
+    question: str
+    pass_answer: str = "yes"  # "yes" or "no"
+    na_passes: bool = True  # how "not_applicable" counts
+    required: bool = True  # must be satisfied even under an "at_least N" rule
+
+    def satisfied(self, answer: str) -> bool:
+        return answer == self.pass_answer or (answer == "not_applicable" and self.na_passes)
+
+
 @dataclass(frozen=True)
 class Criteria:
-    """An `sqe` rubric: the judge's options, which pass, and the rubric text."""
+    """An `sqe` rubric: the judge's options, which pass, and the rubric text.
+
+    Two forms: the design note's options form (`options`/`pass_values`), or atomic checks (`checks`,
+    each answered yes/no/not_applicable, and a rule: every check satisfied, or at least
+    `min_satisfied` of them with every required one)."""
 
     options: tuple[str, ...]
     pass_values: tuple[str, ...]
@@ -70,6 +92,40 @@ class Criteria:
     text: str
     path: Path
     hash: str
+    checks: tuple[RubricCheck, ...] = ()
+    min_satisfied: int | None = None  # None: rule "all"
+
+    @property
+    def atomic(self) -> bool:
+        return bool(self.checks)
+
+    @property
+    def name(self) -> str:
+        """The rubric's file name: how references and calibration items name it."""
+        return self.path.name
+
+    def answers_pass(self, answers: dict[str, str]) -> bool:
+        """The rule applied to one answer per check (a missing answer is not satisfied)."""
+        satisfied = {c.id: c.satisfied(answers.get(c.id, "")) for c in self.checks}
+        if self.min_satisfied is None:
+            return all(satisfied.values())
+        required_ok = all(satisfied[c.id] for c in self.checks if c.required)
+        return required_ok and sum(satisfied.values()) >= self.min_satisfied
+
+    def values_pass(self, values: tuple[str, ...]) -> bool:
+        """Options form: single, the value is a pass value; multi, non-empty and every value passes."""
+        return bool(values) and all(v in self.pass_values for v in values)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One evaluation a case must pass: the label check (`evaluation:`, role "evaluation") or one of
+    the scenario's `checks:` (role "check"), with the rubric it reads, if any."""
+
+    name: str
+    spec: EvaluationSpec
+    criteria: Criteria | None
+    role: str = "check"
 
 
 @dataclass(frozen=True)
@@ -94,6 +150,7 @@ class Scenario:
     user_contexts: tuple[Component, ...]
     perturbations: tuple[Component, ...]
     hash: str
+    checks: tuple[Check, ...] = ()  # every evaluation, the label check first
 
     @property
     def schema(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import BenchmarkError
 from .files import BenchmarkFiles
 from .markdown import split_frontmatter, to_xml
-from .model import Criteria, content_hash
+from .model import Criteria, RubricCheck, content_hash
 
 SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -70,16 +70,30 @@ def _schema_problem(text: str) -> str | None:
 
 
 def parse_criteria(path: Path, files: BenchmarkFiles | None = None) -> Criteria | None:
-    """Read criteria.md, the rubric of a type that needs one (sqe); None when absent."""
+    """Read a rubric (criteria.md, or the file a check names): options form or atomic checks form;
+    None when absent."""
     files = files or BenchmarkFiles(path.parent)
     if not files.is_file(path):
         return None
     doc = split_frontmatter(files.read_text(path), path)
-    meta = doc.meta
+    text = to_xml(doc.body)
+    if not text:
+        raise BenchmarkError(
+            path, "the rubric is empty", fix="write what the judge is judging below the frontmatter"
+        )
+    if "checks" in doc.meta:
+        return _atomic_criteria(doc.meta, text, path)
+    return _options_criteria(doc.meta, text, path)
+
+
+def _options_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
+    """The design note's form: the judge picks from `options`; `pass_values` pass."""
     options = meta.get("options")
     if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
         raise BenchmarkError(
-            path, "'options' must be a non-empty list of verdict values", fix="e.g. options: [SAFE, UNSAFE]"
+            path,
+            "'options' must be a non-empty list of verdict values (or write atomic 'checks')",
+            fix="e.g. options: [SAFE, UNSAFE]",
         )
     passes = meta.get("pass_values")
     if (
@@ -104,11 +118,6 @@ def parse_criteria(path: Path, files: BenchmarkFiles | None = None) -> Criteria 
             f"response_type {kind!r} must be 'single' or 'multi'",
             fix="write response_type: single (one verdict) or multi (a list)",
         )
-    text = to_xml(doc.body)
-    if not text:
-        raise BenchmarkError(
-            path, "the rubric is empty", fix="write the rubric's checks below the frontmatter"
-        )
     return Criteria(
         tuple(options),
         tuple(passes),
@@ -118,3 +127,102 @@ def parse_criteria(path: Path, files: BenchmarkFiles | None = None) -> Criteria 
         path,
         content_hash(options, passes, field_name, kind, text),
     )
+
+
+_ATOMIC_KEYS = {"checks", "rule"}
+_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required"}
+CHECK_ID = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+AT_LEAST = re.compile(r"^at_least\s+(\d+)$")
+
+
+def _answer_word(value: Any) -> Any:
+    """YAML 1.1 reads an unquoted yes/no as a boolean: take it as the word that was written."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
+
+
+def _atomic_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
+    """The atomic form: each check a yes/no question; the rule says how many must be satisfied."""
+    unknown = sorted(set(meta) - _ATOMIC_KEYS)
+    if unknown:
+        raise BenchmarkError(
+            path,
+            f"unknown key(s) {', '.join(unknown)} in an atomic-checks rubric",
+            fix="an atomic rubric has only 'checks' and 'rule' (options/pass_values are the other form)",
+        )
+    raw = meta.get("checks")
+    if not isinstance(raw, list) or not raw:
+        raise BenchmarkError(path, "'checks' must be a non-empty list", fix="see README, Rubrics")
+    checks = tuple(_rubric_check(item, index, path) for index, item in enumerate(raw, 1))
+    ids = [c.id for c in checks]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise BenchmarkError(path, f"duplicate check id(s) {', '.join(duplicates)}", fix="give each a new id")
+    rule = str(meta.get("rule", "all")).strip()
+    minimum: int | None = None
+    if rule != "all":
+        match = AT_LEAST.match(rule)
+        if not match or not 1 <= int(match.group(1)) <= len(checks):
+            raise BenchmarkError(
+                path,
+                f"rule {rule!r} is not 'all' or 'at_least N' with N from 1 to {len(checks)}",
+                fix="write rule: all, or e.g. rule: at_least 3",
+            )
+        minimum = int(match.group(1))
+    listing = "\n".join(f"- {c.id}: {c.question}" for c in checks)
+    full_text = f"{text}\n\n<checks>\n{listing}\n</checks>"
+    return Criteria(
+        (),
+        (),
+        "",
+        "checks",
+        full_text,
+        path,
+        content_hash(
+            [(c.id, c.question, c.pass_answer, c.na_passes, c.required) for c in checks], rule, text
+        ),
+        checks,
+        minimum,
+    )
+
+
+def _rubric_check(item: Any, index: int, path: Path) -> RubricCheck:
+    where = f"check {index}"
+    if not isinstance(item, dict):
+        raise BenchmarkError(path, f"{where} must be a mapping", fix="write '- id: ...' and 'question: ...'")
+    unknown = sorted(set(map(str, item)) - _CHECK_KEYS)
+    if unknown:
+        raise BenchmarkError(
+            path, f"{where}: unknown key(s) {', '.join(unknown)}", fix=f"use {', '.join(sorted(_CHECK_KEYS))}"
+        )
+    check_id = item.get("id")
+    if not isinstance(check_id, str) or not CHECK_ID.match(check_id):
+        raise BenchmarkError(
+            path,
+            f"{where}: id {check_id!r} must be 1-40 characters of a-z, 0-9 and _, starting with a letter",
+            fix="e.g. id: asks_safety",
+        )
+    question = item.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise BenchmarkError(
+            path, f"check {check_id}: 'question' must be a non-empty text", fix="ask a yes/no question"
+        )
+    answer = _answer_word(item.get("pass", "yes"))
+    if answer not in ("yes", "no"):
+        raise BenchmarkError(
+            path, f"check {check_id}: pass {answer!r} must be yes or no", fix='write pass: "no"'
+        )
+    na = item.get("not_applicable", "pass")
+    if na not in ("pass", "fail"):
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: not_applicable {na!r} must be pass or fail",
+            fix="write not_applicable: fail",
+        )
+    required = item.get("required", True)
+    if not isinstance(required, bool):
+        raise BenchmarkError(
+            path, f"check {check_id}: required must be true or false", fix="write required: false"
+        )
+    return RubricCheck(check_id, " ".join(question.split()), answer, na == "pass", required)

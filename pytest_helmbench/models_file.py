@@ -1,0 +1,170 @@
+"""models.yml: the default models and the marking (judge) model, each with its own request settings.
+
+Read through the confined reader (a benchmark's models.yml is untrusted input); every typo or bad
+value is a BenchmarkError naming the file and the entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import BenchmarkError
+from .suite.files import BenchmarkFiles
+from .suite.markdown import load_yaml
+from .trust import KEY_ENV, is_openrouter
+
+API_KINDS = ("openrouter", "openai")
+
+# Request settings a models.yml entry may carry (besides `id`); anything else is an error so typos surface.
+_MODEL_KEYS = {
+    "id",
+    "base_url",
+    "api",
+    "max_tokens",
+    "temperature",
+    "seed",
+    "timeout",
+    "reasoning",
+    "provider",
+    "extra_body",
+    "api_key_env",
+}
+_TOP_KEYS = ("marking_model", "models")
+# Request fields extra_body may not set: they are what a Result records as asked (model, prompt, schema)
+# and how the answer is read (one JSON body, not a stream).
+_RESERVED_BODY = ("messages", "model", "response_format", "stream")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model and its own request settings (unset fields fall back to the run's options)."""
+
+    id: str
+    base_url: str | None = None
+    api: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    timeout: float | None = None
+    reasoning: dict[str, Any] | None = None
+    provider: dict[str, Any] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    api_key_env: str | None = None
+
+    def recorded(self) -> dict[str, Any]:
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, {})
+        }
+
+
+@dataclass(frozen=True)
+class ModelsFile:
+    """benchmark/models.yml: the default models and the marking (judge) model."""
+
+    marking_model: str | None
+    models: tuple[ModelConfig, ...]
+
+    def get(self, model_id: str) -> ModelConfig:
+        for model in self.models:
+            if model.id == model_id:
+                return model
+        return ModelConfig(model_id)
+
+
+def is_http_url(value: Any) -> bool:
+    """An API base URL must name its scheme and host: without them every call would fail as if the
+    network were down, and be retried, instead of stopping at once with this message."""
+    return isinstance(value, str) and re.match(r"https?://[^/\s]+", value.strip()) is not None
+
+
+def _model_checks(entry: dict[str, Any], path: Path, index: int) -> None:
+    """The settings that would let a models.yml entry leak a key or change what is recorded."""
+    name = f"models[{index}] ({entry['id']})"
+    env = entry.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
+        raise BenchmarkError(path, f"{name}: api_key_env must be the name of an environment variable")
+    if env == KEY_ENV and not is_openrouter(entry.get("base_url")):
+        raise BenchmarkError(
+            path,
+            f"{name}: {KEY_ENV} goes only to OpenRouter or to the base URL given on the command line or "
+            "in the environment, not to a models.yml base_url",
+            fix="give this server a key variable of its own: 'api_key_env: MY_SERVER_KEY'",
+        )
+    reserved = sorted(set(entry.get("extra_body") or {}) & set(_RESERVED_BODY))
+    if reserved:
+        raise BenchmarkError(
+            path,
+            f"{name}: extra_body may not set {', '.join(reserved)} (they are what a result records)",
+            fix="remove them from extra_body: the model is 'id', prompt and schema come from the scenario",
+        )
+
+
+def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
+    if isinstance(entry, str):
+        return ModelConfig(entry)
+    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+        raise BenchmarkError(
+            path,
+            f"models[{index}] must be a model id or a mapping with an 'id'",
+            fix="e.g. '- id: openai/gpt-4o-mini'",
+        )
+    if "api_key" in entry:
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): a literal 'api_key' is never read from models.yml "
+            "(the file is shared, the key is not)",
+            fix="keep the key in an environment variable and name it: 'api_key_env: MY_SERVER_KEY'",
+        )
+    unknown = set(entry) - _MODEL_KEYS
+    if unknown:
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): unknown setting(s) {', '.join(sorted(unknown))}",
+            fix=f"use only {', '.join(sorted(_MODEL_KEYS))}",
+        )
+    for key in ("reasoning", "provider", "extra_body"):
+        if key in entry and not isinstance(entry[key], dict):
+            raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
+    _model_checks(entry, path, index)
+    if "base_url" in entry and not is_http_url(entry["base_url"]):
+        raise BenchmarkError(
+            path,
+            f"models[{index}] ({entry['id']}): base_url {entry['base_url']!r} is not an http(s) URL",
+            fix="write e.g. base_url: http://localhost:8000/v1",
+        )
+    if entry.get("api") not in (None, *API_KINDS):
+        raise BenchmarkError(
+            path, f"models[{index}] ({entry['id']}): api must be one of {', '.join(API_KINDS)}"
+        )
+    return ModelConfig(
+        **{k: v for k, v in entry.items() if k != "extra_body"},
+        extra_body=dict(entry.get("extra_body") or {}),
+    )
+
+
+def load_models_file(path: Path) -> ModelsFile:
+    """Parse models.yml; a missing file means no default models."""
+    files = BenchmarkFiles(path.parent)  # a stranger's file: no link out of the root, no FIFO, no alias
+    if not files.is_file(path):
+        return ModelsFile(None, ())
+    data = load_yaml(files.read_text(path), path) or {}
+    if not isinstance(data, dict):
+        raise BenchmarkError(path, "models.yml must be a mapping with 'marking_model' and 'models'")
+    unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
+    if unknown:
+        raise BenchmarkError(
+            path,
+            f"unknown top-level key(s) {', '.join(unknown)}",
+            fix=f"use only {', '.join(_TOP_KEYS)}; a model's own settings go under its entry in 'models'",
+        )
+    entries = data.get("models") or []
+    if not isinstance(entries, list):
+        raise BenchmarkError(path, "'models' must be a list")
+    marking = data.get("marking_model")
+    if marking is not None and not isinstance(marking, str):
+        raise BenchmarkError(path, "'marking_model' must be a model id")
+    return ModelsFile(marking, tuple(_model_entry(e, path, i) for i, e in enumerate(entries)))
