@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 def pytest_helmbench_register_evaluators(registry: EvaluatorRegistry) -> None:
     from .category_match import CategoryMatch
     from .list_includes import ListIncludes
+    from .resource_check import ResourceCheck
     from .sqe import StructuredQualitative
 
     registry.add(CategoryMatch())
     registry.add(ListIncludes())
+    registry.add(ResourceCheck())
     registry.add(StructuredQualitative())
 
 
