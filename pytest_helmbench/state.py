@@ -204,6 +204,8 @@ class HelmbenchState:
             base_dir=self.base_dir,
             limiter=self.limiter,
             shared_file=self.shared.providers if self.is_worker else None,
+            benchmark_dir=self.root,
+            evaluation_types=self.evaluators,
         )
 
     @cached_property

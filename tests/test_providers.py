@@ -68,7 +68,7 @@ def settings(**overrides: object) -> Settings:
 
 def test_unknown_ids_go_to_http_and_local_ids_to_the_local_provider() -> None:
     registry = builtin_registry()
-    assert [p.name for p in registry] == ["local", "http"]
+    assert [p.name for p in registry] == ["local", "oracle", "http"]
     assert registry.for_model("openai/gpt-4o-mini").name == "http"
     assert registry.for_model("some-new/model").name == "http"
     assert registry.for_model("local/smollm2").name == "local"
@@ -78,7 +78,7 @@ def test_unknown_ids_go_to_http_and_local_ids_to_the_local_provider() -> None:
 def test_a_provider_added_after_the_builtins_still_takes_over_their_ids() -> None:
     registry = builtin_registry()
     registry.add(Echo(prefix="local/"))
-    assert [p.name for p in registry] == ["echo", "local", "http"]
+    assert [p.name for p in registry] == ["echo", "local", "oracle", "http"]
     assert registry.for_model("local/smollm2").name == "echo"
     assert registry.for_model("openai/gpt-4o-mini").name == "http"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ..config import ModelConfig, Settings
+from ..suite.evaluation_spec import EvaluationTypes
 from .chat import ChatRequest, ChatResponse, Pricing, read_completion
 
 if TYPE_CHECKING:
@@ -29,13 +30,16 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ProviderContext:
     """What the process gives every provider: run settings, the project folder (logs, relative paths),
-    the stop signal (set when the session stops: no further retry is sent) and the rate limit that
-    the paid API's calls share (None: each client gets its own, unbounded)."""
+    the stop signal (set when the session stops: no further retry is sent), the rate limit that
+    the paid API's calls share (None: each client gets its own, unbounded), and the benchmark root
+    with the session's evaluation types (providers that answer from the benchmark itself: oracles)."""
 
     settings: Settings
     base_dir: Path
     cancel: threading.Event
     limiter: AdaptiveLimiter | None = None
+    benchmark_dir: Path | None = None
+    evaluation_types: EvaluationTypes | None = None
 
 
 class ModelClient(Protocol):

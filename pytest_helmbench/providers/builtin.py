@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 def pytest_helmbench_register_providers(registry: ProviderRegistry) -> None:
     # Imported here: a pytest session that never builds the registry does not load them.
     from .local import LocalProvider
+    from .oracle import OracleProvider
     from .remote import HttpProvider
 
     registry.add(LocalProvider(), last=True)
+    registry.add(OracleProvider(), last=True)  # `oracle/…` ids: answers from the benchmark's references
     registry.add(HttpProvider(), last=True)  # answers any id: consulted after every other provider
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ModelConfig, Settings
+from ..suite.evaluation_spec import EvaluationTypes
 from .base import ModelClient, Provider, ProviderContext
 from .builtin import builtin_registry
 from .chat import ChatRequest, Pricing
@@ -61,10 +62,14 @@ class ClientPool:
         base_dir: Path | None = None,
         limiter: AdaptiveLimiter | None = None,
         shared_file: Path | None = None,
+        benchmark_dir: Path | None = None,
+        evaluation_types: EvaluationTypes | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else builtin_registry()
-        self.context = ProviderContext(settings, base_dir or Path.cwd(), threading.Event(), limiter)
+        self.context = ProviderContext(
+            settings, base_dir or Path.cwd(), threading.Event(), limiter, benchmark_dir, evaluation_types
+        )
         self._shared_file = shared_file
         self._received = shared_file is None
         self._routes: dict[str, Provider] = {}

@@ -1,0 +1,225 @@
+"""Oracle models: built-in answerers that prove the benchmark cannot be gamed (no network, no key).
+
+* `oracle/safe` answers each case with its scenario's safe reference answer (references.yml), the
+  reply of the case's locale when the user context has a `locale:` the references give;
+* `oracle/unsafe` with the unsafe reference answer;
+* `oracle/label-gamer` with the unsafe reference's `response` and every other field (labels, lists)
+  of the safe answer: a model that labels a harmful reply correctly;
+* `oracle/refuse-all` with a polite refusal and, in every enum field, the highest-priority label;
+* `oracle/judge`, a marking model: the stored gold verdict of any reference or calibration reply
+  of the rubric it is asked about, and an error (never a guess) for any other reply.
+
+An answer oracle finds the case by its composed prompt among every case of the benchmark
+(oracle_index.py). Anything it does not know is a CallError: the case is an ERROR, not a score.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import ModelConfig
+from ..errors import BenchmarkError, HelmbenchError
+from ..suite.references import check_gold
+from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
+from .chat import CallError, ChatRequest, ModelRejected, Pricing
+from .judge_wire import read_judge_messages
+from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, reply_key
+
+PREFIX = "oracle/"
+REFUSAL = "I'm sorry, but I can't help with that."
+LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
+ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all")
+KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge"))
+
+
+class OracleProvider(Provider):
+    """Answers the `oracle/…` ids in this process from the benchmark's own references."""
+
+    name = "oracle"
+
+    def __init__(self) -> None:
+        self._clients = ClientCache()
+        self._index = LazyIndex()
+
+    def handles(self, model_id: str) -> bool:
+        return model_id.startswith(PREFIX)
+
+    def prepare(self, model_ids: Sequence[str], context: ProviderContext) -> None:
+        unknown = sorted(set(model_ids) - set(KNOWN))
+        if unknown:
+            raise HelmbenchError(unknown_message(unknown[0]))
+
+    def client(self, model: ModelConfig, context: ProviderContext) -> ModelClient:
+        return self._clients.get(model.id, lambda: OracleClient(model.id, context, self._index))
+
+    def pricing(self, model: ModelConfig, context: ProviderContext) -> Pricing | None:
+        return Pricing(0.0, 0.0)
+
+    def endpoint(self, model: ModelConfig, client: ModelClient) -> str:
+        """The oracle and a digest of the content it answers from: edited references or gold
+        verdicts are a new endpoint, so the response cache never replays an outdated answer."""
+        digest = client.content_digest() if isinstance(client, OracleClient) else ""
+        return f"{client.base_url}:{digest[:16]}"
+
+    def close(self) -> None:
+        self._clients.close()
+
+
+def unknown_message(model_id: str) -> str:
+    return f"unknown oracle model {model_id!r}: the oracles are {', '.join(KNOWN)}"
+
+
+class OracleClient(InProcessClient):
+    """One oracle; thread-safe (the index is built once, then only read)."""
+
+    def __init__(self, model_id: str, context: ProviderContext, index: LazyIndex) -> None:
+        super().__init__(model_id)
+        self.role = model_id.removeprefix(PREFIX)
+        self._context = context
+        self._index = index
+
+    def index(self) -> OracleIndex:
+        root, types = self._context.benchmark_dir, self._context.evaluation_types
+        if root is None or types is None:
+            raise CallError(
+                f"{PREFIX}{self.role} needs the benchmark folder: run it inside a HELMBench session"
+            )
+        return self._index.get(root, types)
+
+    def content_digest(self) -> str:
+        try:
+            return self.index().digest
+        except CallError:
+            return ""
+
+    def answer(self, request: ChatRequest) -> str:
+        if self.role == "judge":
+            return json.dumps(judge_answer(self.index(), request), ensure_ascii=False)
+        if self.role not in ANSWERERS:
+            raise ModelRejected(unknown_message(PREFIX + self.role))
+        entry = find_case(self.index(), request, self.role)
+        return json.dumps(case_answer(self.role, entry), ensure_ascii=False)
+
+
+def find_case(index: OracleIndex, request: ChatRequest, role: str) -> CaseEntry:
+    """The case whose composed prompt is the request's one user message."""
+    messages = request.messages
+    if len(messages) != 1 or messages[0].get("role") != "user":
+        raise CallError(f"{PREFIX}{role} answers case prompts only (one user message)")
+    entries = index.case(messages[0].get("content") or "")
+    if not entries:
+        raise CallError(f"{PREFIX}{role}: the prompt is not a case of the benchmark at {index.root}")
+    return entries[0]
+
+
+def case_answer(role: str, entry: CaseEntry) -> dict[str, Any]:
+    """The JSON answer of an answer oracle for one case."""
+    if role == "refuse-all":
+        return refusal_answer(entry.scenario.schema)
+    references = entry.references
+    if references is None:
+        raise CallError(f"{PREFIX}{role}: scenario {entry.scenario.code} has no references.yml")
+    if role == "safe":
+        return references.safe.for_locale(entry.locale)
+    if role == "unsafe":
+        return references.unsafe.for_locale(None)
+    harmful = references.unsafe.response
+    if harmful is None or "response" not in references.safe.answer:
+        raise CallError(f"{PREFIX}label-gamer: {references.path} has no 'response' in both answers to swap")
+    return {**references.safe.for_locale(None), "response": harmful}
+
+
+def refusal_answer(schema: dict[str, Any]) -> dict[str, Any]:
+    """A polite refusal in `response`, the highest-priority label in every enum field, schema-valid
+    empties elsewhere."""
+    answer = empty_value(schema)
+    if isinstance(answer, dict) and "response" in (schema.get("properties") or {}):
+        answer["response"] = REFUSAL
+    return answer
+
+
+def priority_label(values: Sequence[Any]) -> Any:
+    """The first of EMERGENCY, HANDOFF, REDIRECT, SUPPORT, ANSWER among `values`, else the first value."""
+    for label in LABEL_PRIORITY:
+        if label in values:
+            return label
+    return values[0]
+
+
+def empty_value(schema: dict[str, Any]) -> Any:
+    """The least a schema accepts: enum -> its priority label, arrays of enums -> [that label]."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return priority_label(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: empty_value(sub) for name, sub in properties.items()}
+    if kind == "array":
+        items = schema.get("items") or {}
+        if items.get("enum"):
+            return [priority_label(items["enum"])]
+        return [empty_value(items) for _ in range(int(schema.get("minItems", 0)))]
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 0))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
+    """The gold verdict of the graded reply, in the rubric's judge schema; a CallError otherwise."""
+    graded = read_judge_messages(request.messages)
+    if graded is None:
+        raise CallError(f"{PREFIX}judge: the request is not a HELMBench judge request")
+    rubric = index.rubric(graded.rubric)
+    if rubric is None:
+        raise CallError(f"{PREFIX}judge: the rubric is none of the benchmark's rubrics")
+    reply = graded_reply(graded.answer)
+    entries = rubric.replies.get(reply_key(reply))
+    if not entries:
+        raise CallError(
+            f"{PREFIX}judge: no gold verdict for this reply on {rubric.criteria.name} "
+            f"(only reference and calibration replies are known): {reply[:80]!r}"
+        )
+    golds = {json.dumps(e.gold, sort_keys=True) for e in entries}
+    if len(golds) > 1:
+        raise CallError(
+            f"{PREFIX}judge: conflicting gold verdicts for this reply on {rubric.criteria.name}: "
+            + ", ".join(e.origin for e in entries)
+        )
+    entry = entries[0]
+    try:
+        check_gold(entry.gold, rubric.criteria, entry.source, entry.origin)
+    except BenchmarkError as exc:
+        raise CallError(f"{PREFIX}judge: {exc.message} ({exc.path}); fix: {exc.fix}") from None
+    return format_verdict(rubric, entry.gold, f"gold label from {entry.origin}")
+
+
+def graded_reply(text: str) -> str:
+    """The reply inside what is graded: a whole answer's `response`, or the text itself."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and isinstance(data.get("response"), str):
+        return data["response"]
+    return text
+
+
+def format_verdict(rubric: RubricGold, gold: dict[str, Any], rationale: str) -> dict[str, Any]:
+    """A gold verdict in the judge's answer schema (evaluation/judge.py, `judge_schema`)."""
+    criteria = rubric.criteria
+    if criteria.atomic:
+        return {c.id: {"rationale": rationale, "answer": gold.get(c.id)} for c in criteria.checks}
+    value = gold.get(criteria.response_field)
+    values = list(value) if isinstance(value, list) else [value]
+    verdict: Any = values if criteria.response_type == "multi" else values[0]
+    return {"rationale": rationale, criteria.response_field: verdict}

@@ -1,0 +1,178 @@
+"""What the oracle models know of a benchmark: each case by its composed prompt, each rubric by its
+text, and the gold verdict of every reference and calibration reply of each rubric.
+
+Built once per process from the benchmark folder (the same confined reader and loader a session
+uses), when the first oracle call needs it. A scenario that does not load is left out (it is a
+collection error of its own), so its prompts are unknown to the oracles: their calls are errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BenchmarkError
+from ..suite.calibration import CalibrationSet, load_calibration, scenario_rubrics
+from ..suite.cases import expand
+from ..suite.evaluation_spec import EvaluationTypes
+from ..suite.loader import BenchmarkLoader
+from ..suite.model import Criteria, Scenario, content_hash
+from ..suite.prompt import compose
+from ..suite.references import Gold, References, load_references
+
+log = logging.getLogger(__name__)
+
+
+def reply_key(text: str) -> str:
+    """How a graded reply is recognised: its text with runs of whitespace made one space (YAML's
+    folded and literal blocks differ only there)."""
+    return " ".join(text.split())
+
+
+def prompt_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CaseEntry:
+    """A case as the answer oracles see it: its scenario, references and the user context's locale."""
+
+    code: str
+    scenario: Scenario
+    references: References | None
+    locale: str | None
+
+
+@dataclass(frozen=True)
+class GoldEntry:
+    """A gold verdict and where it comes from (shown as the oracle judge's rationale)."""
+
+    gold: Gold = field(hash=False)
+    origin: str
+    source: Path
+
+
+@dataclass
+class RubricGold:
+    """One rubric (by text): its parsed form and the gold verdict of every known reply."""
+
+    criteria: Criteria
+    replies: dict[str, list[GoldEntry]] = field(default_factory=dict)
+
+    def add(self, reply: str, entry: GoldEntry) -> None:
+        self.replies.setdefault(reply_key(reply), []).append(entry)
+
+
+@dataclass
+class OracleIndex:
+    """Every case by prompt hash, every rubric by text; `digest` names this exact content."""
+
+    root: Path
+    cases: dict[str, list[CaseEntry]] = field(default_factory=dict)
+    rubrics: dict[str, RubricGold] = field(default_factory=dict)
+    digest: str = ""
+
+    def case(self, prompt: str) -> list[CaseEntry]:
+        return self.cases.get(prompt_key(prompt), [])
+
+    def rubric(self, text: str) -> RubricGold | None:
+        return self.rubrics.get(text)
+
+
+def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
+    """Load every scenario, its references and the calibration set of the benchmark at `root`."""
+    loader = BenchmarkLoader(root, evaluation_types=evaluation_types)
+    index = OracleIndex(root)
+    parts: list[Any] = []
+    scenarios: dict[str, Scenario] = {}
+    for folder in loader.scenario_dirs():
+        try:
+            scenario = loader.load_scenario(folder)
+            references = load_references(folder, loader.files)
+        except BenchmarkError as exc:
+            log.warning("oracles: scenario %s left out: %s", folder.name, exc)
+            continue
+        scenarios[scenario.code] = scenario
+        parts.append((scenario.code, scenario.hash, _references_part(references)))
+        for case in expand(scenario, [""]):
+            context = case.user_context
+            locale = context.meta.get("locale") if context is not None else None
+            entry = CaseEntry(case.code, scenario, references, str(locale) if locale else None)
+            index.cases.setdefault(prompt_key(compose(case).text), []).append(entry)
+        if references is not None:
+            _add_references(index, scenario, references)
+    try:
+        calibration = load_calibration(root, loader.files)
+    except BenchmarkError as exc:
+        log.warning("oracles: the calibration set is left out: %s", exc)
+        calibration = CalibrationSet(())
+    _add_calibration(index, calibration, scenarios)
+    parts.append(calibration.label_set_hash)
+    index.digest = content_hash("oracles", parts)
+    return index
+
+
+def _references_part(references: References | None) -> Any:
+    if references is None:
+        return None
+    return [(s.kind, s.answer, s.verdicts, s.locales) for s in references.sides]
+
+
+def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
+    found = index.rubrics.get(criteria.text)
+    if found is None:
+        found = index.rubrics[criteria.text] = RubricGold(criteria)
+    return found
+
+
+def _add_references(index: OracleIndex, scenario: Scenario, references: References) -> None:
+    origin = f"{scenario.code}/{references.path.name}"
+    for criteria in scenario_rubrics(scenario).values():
+        rubric = _rubric(index, criteria)
+        for side in references.sides:
+            gold = side.gold(criteria.name)
+            if gold is None:
+                continue
+            for label, reply in _side_replies(side.response, side.locales):
+                rubric.add(reply, GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path))
+
+
+def _side_replies(default: str | None, locales: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """The default reply and each locale's (which keep the default's verdicts)."""
+    if default is not None:
+        yield "", default
+    for locale, reply in sorted(locales.items()):
+        yield f", locale {locale}", reply
+
+
+def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]) -> None:
+    for item in calibration.items:
+        scenario = scenarios.get(item.scenario)
+        criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
+        if criteria is None or item.response is None:
+            log.warning("oracles: calibration item %s names no rubric of a loaded scenario", item.id)
+            continue
+        origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
+        _rubric(index, criteria).add(item.response, GoldEntry(item.gold, origin, item.source))
+
+
+class LazyIndex:
+    """One index per benchmark folder and process, built by the first caller (others wait)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._built: dict[Path, OracleIndex] = {}
+
+    def get(self, root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
+        found = self._built.get(root)
+        if found is None:
+            with self._lock:
+                found = self._built.get(root)
+                if found is None:
+                    found = self._built[root] = build_index(root, evaluation_types)
+        return found

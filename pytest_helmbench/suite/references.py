@@ -1,0 +1,262 @@
+"""A scenario's references.yml: its safe and unsafe reference answers and their gold verdicts.
+
+The references are what the oracle models answer with (`oracle/safe`, `oracle/unsafe`, …) and what
+the `oracle/judge` marks with: each side's `verdict` is the gold verdict on criteria.md, `verdicts`
+maps any further rubric file to its gold verdict, and the safe side may carry per-locale variants of
+its reply (`locales: {GB: {response: …}}`), which keep the default's verdicts. Read through the
+confined reader; a malformed file is a BenchmarkError naming the file and the fix.
+
+A gold verdict is a plain mapping: for an atomic rubric `check id -> "yes" | "no" | "not_applicable"`
+(an unquoted YAML yes/no is a boolean: read as the word written), for an options rubric the judge's
+own form `{<response_field>: value or list, rationale: …}`. `check_gold` holds one against its rubric.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BenchmarkError
+from .evaluation_spec import RUBRIC_FILE
+from .files import BenchmarkFiles
+from .markdown import load_yaml
+from .model import ANSWERS, Criteria
+
+REFERENCES_FILE = "references.yml"
+LABEL_RUBRIC = "criteria.md"  # the rubric a side's plain `verdict` is the gold verdict of
+LOCALE = re.compile(r"^[A-Z]{2}$")
+_SIDE_KEYS = {"answer", "verdict", "verdicts", "locales"}
+
+Gold = dict[str, Any]
+"""A gold verdict, normalised (see the module docstring)."""
+
+
+def normalise_gold(value: Mapping[str, Any]) -> Gold:
+    """YAML's booleans (an unquoted yes/no) become the words "yes"/"no"; everything else as written."""
+    return {str(k): ("yes" if v else "no") if isinstance(v, bool) else v for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class ReferenceAnswer:
+    """One side of references.yml: the answer, its gold verdicts by rubric file, its locale replies."""
+
+    kind: str  # "safe" or "unsafe"
+    answer: dict[str, Any] = field(hash=False)
+    verdicts: dict[str, Gold] = field(hash=False)  # rubric file name -> gold (criteria.md's included)
+    locales: dict[str, str] = field(hash=False)  # locale code -> the reply that replaces `response`
+
+    @property
+    def response(self) -> str | None:
+        value = self.answer.get("response")
+        return value if isinstance(value, str) else None
+
+    def for_locale(self, locale: str | None) -> dict[str, Any]:
+        """The answer for a case whose user context has this locale (the default when no variant)."""
+        if locale is None or locale not in self.locales:
+            return dict(self.answer)
+        return {**self.answer, "response": self.locales[locale]}
+
+    def gold(self, rubric: str) -> Gold | None:
+        return self.verdicts.get(rubric)
+
+
+@dataclass(frozen=True)
+class References:
+    """A scenario's references.yml."""
+
+    path: Path
+    safe: ReferenceAnswer
+    unsafe: ReferenceAnswer
+
+    @property
+    def sides(self) -> tuple[ReferenceAnswer, ReferenceAnswer]:
+        return (self.safe, self.unsafe)
+
+
+def load_references(folder: Path, files: BenchmarkFiles) -> References | None:
+    """The references of a scenario folder; None when it has no references.yml."""
+    path = folder / REFERENCES_FILE
+    if not files.is_file(path):
+        return None
+    return parse_references(load_yaml(files.read_text(path), path), path)
+
+
+def parse_references(data: Any, path: Path) -> References:
+    """Validate the YAML of a references.yml (both sides required)."""
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            path, "must be a mapping with 'safe' and 'unsafe'", fix="see README, references.yml"
+        )
+    unknown = sorted(set(map(str, data)) - {"safe", "unsafe"})
+    if unknown:
+        raise BenchmarkError(
+            path, f"unknown top-level key(s) {', '.join(unknown)}", fix="use only 'safe' and 'unsafe'"
+        )
+    missing = [side for side in ("safe", "unsafe") if side not in data]
+    if missing:
+        raise BenchmarkError(
+            path, f"'{missing[0]}' is missing", fix=f"add '{missing[0]}:' with its 'answer' (and verdicts)"
+        )
+    return References(path, _side(data["safe"], "safe", path), _side(data["unsafe"], "unsafe", path))
+
+
+def _side(data: Any, kind: str, path: Path) -> ReferenceAnswer:
+    if not isinstance(data, dict):
+        raise BenchmarkError(path, f"'{kind}' must be a mapping", fix=f"write '{kind}:' then 'answer: {{…}}'")
+    unknown = sorted(set(map(str, data)) - _SIDE_KEYS)
+    if unknown:
+        raise BenchmarkError(
+            path, f"{kind}: unknown key(s) {', '.join(unknown)}", fix=f"use {', '.join(sorted(_SIDE_KEYS))}"
+        )
+    answer = data.get("answer")
+    if not isinstance(answer, dict):
+        raise BenchmarkError(
+            path, f"{kind}: 'answer' must be a mapping (a JSON answer)", fix="write answer: {response: …, …}"
+        )
+    if "response" in answer and not isinstance(answer["response"], str):
+        raise BenchmarkError(path, f"{kind}: answer.response must be a text", fix="quote the reply")
+    verdicts = _verdicts(data.get("verdicts"), kind, path)
+    verdict = data.get("verdict")
+    if verdict is not None:
+        if not isinstance(verdict, dict):
+            raise BenchmarkError(
+                path,
+                f"{kind}: 'verdict' must be a mapping",
+                fix="write verdict: {verdict: [SAFE], rationale: …}",
+            )
+        if LABEL_RUBRIC in verdicts:
+            raise BenchmarkError(
+                path,
+                f"{kind}: criteria.md's gold verdict is given twice ('verdict' and 'verdicts')",
+                fix="keep one of them",
+            )
+        verdicts[LABEL_RUBRIC] = normalise_gold(verdict)
+    locales = _locales(data.get("locales"), kind, path)
+    return ReferenceAnswer(kind, dict(answer), verdicts, locales)
+
+
+def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            path,
+            f"{kind}: 'verdicts' must map rubric files to gold verdicts",
+            fix="e.g. reply-criteria.md: {…}",
+        )
+    found: dict[str, Gold] = {}
+    for rubric, gold in data.items():
+        if not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric):
+            raise BenchmarkError(
+                path,
+                f"{kind}: verdicts key {rubric!r} is not a rubric file name",
+                fix="e.g. reply-criteria.md",
+            )
+        if not isinstance(gold, dict) or not gold:
+            raise BenchmarkError(
+                path,
+                f"{kind}: the gold verdict for {rubric} must be a non-empty mapping",
+                fix='e.g. {asks_safety: "yes", gives_method: "no"}',
+            )
+        found[rubric] = normalise_gold(gold)
+    return found
+
+
+def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
+    if data is None:
+        return {}
+    if kind != "safe":
+        raise BenchmarkError(path, f"{kind}: only the safe side has 'locales'", fix="remove it from 'unsafe'")
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            path, "safe: 'locales' must be a mapping", fix="e.g. locales: {GB: {response: …}}"
+        )
+    found: dict[str, str] = {}
+    for locale, variant in data.items():
+        if not isinstance(locale, str) or not LOCALE.match(locale):
+            raise BenchmarkError(
+                path, f"safe: locale {locale!r} is not a two-letter country code", fix="e.g. GB, US"
+            )
+        if (
+            not isinstance(variant, dict)
+            or set(variant) != {"response"}
+            or not isinstance(variant["response"], str)
+        ):
+            raise BenchmarkError(
+                path,
+                f"safe: locale {locale} must be a mapping with only 'response' (a text)",
+                fix=f"write {locale}: {{response: …}}",
+            )
+        found[locale] = variant["response"]
+    return found
+
+
+def check_gold(gold: Mapping[str, Any], criteria: Criteria, path: Path, where: str) -> None:
+    """Raise unless `gold` is a complete verdict of `criteria` (`where` names it in the message)."""
+    if criteria.atomic:
+        ids = [c.id for c in criteria.checks]
+        missing, extra = [i for i in ids if i not in gold], sorted(set(gold) - set(ids))
+        if missing or extra:
+            problem = f"lacks {', '.join(missing)}" if missing else f"has unknown check(s) {', '.join(extra)}"
+            raise BenchmarkError(
+                path,
+                f"{where}: the gold verdict on {criteria.name} {problem}",
+                fix=f"give exactly the rubric's check ids: {', '.join(ids)}",
+            )
+        bad = sorted(k for k, v in gold.items() if v not in ANSWERS)
+        if bad:
+            raise BenchmarkError(
+                path,
+                f"{where}: on {criteria.name}, {', '.join(bad)}: not yes, no or not_applicable",
+                fix='quote them: "yes", "no" or "not_applicable"',
+            )
+        return
+    field_name = criteria.response_field
+    extra = sorted(set(gold) - {field_name, "rationale"})
+    if field_name not in gold or extra:
+        raise BenchmarkError(
+            path,
+            f"{where}: the gold verdict on {criteria.name} must have '{field_name}' (and maybe 'rationale')",
+            fix=f"write {{{field_name}: [{', '.join(criteria.pass_values[:1]) or '…'}], rationale: …}}",
+        )
+    value = gold[field_name]
+    values = value if isinstance(value, list) else [value]
+    if criteria.response_type == "multi" and (not isinstance(value, list) or not value):
+        raise BenchmarkError(
+            path, f"{where}: '{field_name}' on {criteria.name} must be a non-empty list", fix="e.g. [SAFE]"
+        )
+    if criteria.response_type == "single" and len(values) != 1:
+        raise BenchmarkError(
+            path, f"{where}: '{field_name}' on {criteria.name} must be one value", fix="e.g. SAFE"
+        )
+    bad = [v for v in values if v not in criteria.options]
+    if bad:
+        raise BenchmarkError(
+            path,
+            f"{where}: {bad!r} on {criteria.name} is not among its options",
+            fix=f"use {', '.join(criteria.options)}",
+        )
+
+
+def gold_values(gold: Mapping[str, Any], criteria: Criteria) -> tuple[str, ...]:
+    """An options-form gold verdict's value(s), as a tuple."""
+    value = gold.get(criteria.response_field)
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
+def check_references(references: References, rubrics: Mapping[str, Criteria]) -> None:
+    """Every gold verdict names a rubric the scenario uses (`rubrics`: file name -> Criteria) and is
+    complete for it."""
+    for side in references.sides:
+        for rubric, gold in side.verdicts.items():
+            criteria = rubrics.get(rubric)
+            if criteria is None:
+                raise BenchmarkError(
+                    references.path,
+                    f"{side.kind}: a gold verdict names {rubric}, which no check of the scenario uses",
+                    fix=f"use one of {', '.join(sorted(rubrics)) or 'none (the scenario has no rubric)'}",
+                )
+            check_gold(gold, criteria, references.path, side.kind)
