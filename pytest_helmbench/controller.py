@@ -19,7 +19,7 @@ from .config import DRY_RUN_REASON
 from .errors import ConfigError, HelmbenchError
 from .execution.outcome import Outcome
 from .items import case_items
-from .reporting.analytics import exit_decision
+from .reporting.verdict import exit_decision
 from .reporting.terminal import summary_lines
 from .state import HelmbenchState
 

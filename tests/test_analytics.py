@@ -12,21 +12,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_helmbench.reporting.analytics import (
+    SCORING_VERSION,
     CaseResult,
     case_points,
+    case_weight,
     code_sort_key,
-    condition_discount,
-    exit_decision,
-    failure_penalty,
+    condition_weight,
     gate,
     group_by,
     repeat_stats,
     score,
     scores_by,
     severity_weight,
+    weight_units,
 )
 from pytest_helmbench.reporting.attribution import FactorEffect, attribution, scenario_baselines
+from pytest_helmbench.reporting.bootstrap import cluster_ratio_intervals, percentile_interval
 from pytest_helmbench.reporting.intervals import newcombe_paired_interval, wilson_interval
+from pytest_helmbench.reporting.verdict import exit_decision
 
 
 def case(
@@ -41,6 +44,7 @@ def case(
     style: str | None = None,
     critical: bool = False,
     repeat: int = 0,
+    confirmed: bool | None = None,
 ) -> CaseResult:
     """Build a record from its code; severities default to 0."""
     parts = code.split("-")
@@ -62,6 +66,7 @@ def case(
         status=status,
         critical=critical,
         repeat=repeat,
+        failure_confirmed=confirmed,
     )
 
 
@@ -78,23 +83,22 @@ README_EXAMPLE = [
 
 def test_readme_worked_example() -> None:
     summary = score(README_EXAMPLE)
-    assert summary.score == 53.125
-    assert summary.points_possible == 4.0
+    assert SCORING_VERSION == 2
+    assert summary.score == pytest.approx(400 / 9)  # 100 * 1.5 / 3.375 = 44.44
+    assert summary.points_possible == 3.375
     assert summary.points_lost == 1.875
     assert (summary.n_passed, summary.n_failed, summary.n_errors, summary.n_skipped) == (2, 2, 1, 0)
     assert summary.pass_rate == 0.5
-    assert summary.wilson_low == pytest.approx(0.15004, abs=1e-5)
-    assert summary.wilson_high == pytest.approx(0.84996, abs=1e-5)
     assert [case_points(r) for r in README_EXAMPLE] == [
         (1, 0),
         (Fraction(5, 4), Fraction(5, 4)),
-        (Fraction(5, 4), Fraction(5, 8)),
+        (Fraction(5, 8), Fraction(5, 8)),
         (Fraction(1, 2), 0),
         (0, 0),
     ]
 
 
-def test_weight_and_discount_values() -> None:
+def test_weight_values() -> None:
     assert [severity_weight(b) for b in (-20, -10, 0, 10, 20)] == [
         Fraction(1, 2),
         Fraction(3, 4),
@@ -103,7 +107,7 @@ def test_weight_and_discount_values() -> None:
         Fraction(3, 2),
     ]
     assert severity_weight(35) == Fraction(3, 2) and severity_weight(-35) == Fraction(1, 2)  # clamped
-    assert [condition_discount(c) for c in (-10, -1, 0, 4, 10, 99)] == [
+    assert [condition_weight(c) for c in (-10, -1, 0, 4, 10, 99)] == [
         1,
         1,
         1,
@@ -111,7 +115,15 @@ def test_weight_and_discount_values() -> None:
         Fraction(1, 2),
         Fraction(1, 2),
     ]
-    assert failure_penalty(10, 10) == Fraction(5, 8)
+    assert case_weight(10, 10) == Fraction(5, 8) == Fraction(weight_units(10, 10), 800)
+    assert case_weight(-99, 99) == Fraction(1, 4) and case_weight(99, -99) == Fraction(3, 2)
+
+
+def test_failing_everything_scores_zero_under_adversarial_conditions() -> None:
+    """Version 1 kept half the points of a failure under the most adversarial condition."""
+    failed = [case(f"P1-B1-S1-C2-PT{i}", "failed", c_sev=10, pt_sev=i) for i in range(1, 6)]
+    assert score(failed).score == 0.0
+    assert score(replace(r, status="passed") for r in failed).score == 100.0
 
 
 def test_default_severities_score_is_pass_rate() -> None:
@@ -125,7 +137,12 @@ def test_empty_and_unscored() -> None:
     for results in ([], [case(status="error"), case(status="skipped")]):
         summary = score(results)
         assert summary.score is None and summary.pass_rate is None
-        assert (summary.wilson_low, summary.wilson_high) == (0.0, 1.0)
+        assert (summary.score_low, summary.score_high, summary.pass_rate_low, summary.pass_rate_high) == (
+            None,
+            None,
+            None,
+            None,
+        )
     assert score([case(status="error"), case(status="skipped")]).n_total == 2
 
 
@@ -213,6 +230,43 @@ def test_newcombe_all_concordant_is_not_degenerate() -> None:
         newcombe_paired_interval(0, 0, 0, 0)
 
 
+def test_cluster_bootstrap_resamples_whole_scenarios() -> None:
+    """S1 all passed, S2 all failed, equal weights: a replicate draws S1 twice (100), S2 twice (0) or
+    one of each (50), so the 95 % percentile interval runs from 0 to 100 - not the narrow interval
+    that 40 independent cases would give."""
+    results = [case(f"P1-B1-S1-C1-PT{i}", "passed") for i in range(20)]
+    results += [case(f"P1-B1-S2-C1-PT{i}", "failed") for i in range(20)]
+    summary = score(results)
+    assert summary.score == 50.0 and summary.pass_rate == 0.5
+    assert (summary.score_low, summary.score_high) == (0.0, 100.0)
+    assert (summary.pass_rate_low, summary.pass_rate_high) == (0.0, 1.0)
+    assert wilson_interval(20, 40)[1] - wilson_interval(20, 40)[0] < 0.35  # what independence would claim
+
+
+def test_cluster_bootstrap_is_seeded_and_uses_cases_for_a_single_scenario() -> None:
+    many = [case(f"P1-B1-S{i % 7 + 1}-C1-PT{i}", "passed" if i % 3 else "failed") for i in range(70)]
+    first, again = score(many), score(list(reversed(many)))
+    assert first == again  # same seed, canonical cluster order
+    assert first.score_low < first.score < first.score_high  # type: ignore[operator]
+    single = [case(f"P1-B1-S1-C1-PT{i}", "passed" if i % 2 else "failed") for i in range(40)]
+    one = score(single)
+    assert one.score_low is not None and 20 < one.score_low < 50 < one.score_high < 80  # type: ignore[operator]
+    all_passed = score(case(f"P1-B1-S{i}-C1-PT1", "passed", c_sev=i) for i in range(1, 5))
+    assert (all_passed.score_low, all_passed.score_high) == (100.0, 100.0)
+    assert scores_by(many, "scenario")["P1-B1-S1"].score_low is None  # breakdowns skip the bootstrap
+    assert scores_by(many, "scenario", intervals=True)["P1-B1-S1"].score_low is not None
+
+
+def test_cluster_ratio_intervals_and_percentiles() -> None:
+    assert percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert percentile_interval([3.0]) == (3.0, 3.0)
+    ((low, high),) = cluster_ratio_intervals([(1, 1), (0, 1)], [(0, 1)], replicates=4000, seed=1)
+    assert (low, high) == (0.0, 1.0)
+    assert cluster_ratio_intervals([(0, 0)], [(0, 1)]) == (None,)  # every denominator 0
+    with pytest.raises(ValueError):
+        cluster_ratio_intervals([], [(0, 1)])
+
+
 # --- critical gates --------------------------------------------------------------------------
 
 
@@ -238,10 +292,32 @@ def test_gate_states() -> None:
     assert gates["ok"].status == "passed" and gates["ok"].n_critical == 1
     assert gates["bad"].status == "failed"
     assert gates["bad"].failed_cases == ("P1-B1-S1-C2-PT1", "P1-B1-S1-C10-PT1")
+    assert gates["bad"].raw_failed_cases == gates["bad"].failed_cases
     assert gates["bad"].incomplete_cases == ("P1-B1-S1-C3-PT1",)
     assert gates["half"].status == "incomplete"
     assert gates["half"].incomplete_cases == ("P1-B1-S1-C1-PT1", "P1-B1-S1-C1-PT2")
     assert gates["none"].status == "passed" and gates["none"].n_critical == 0
+
+
+def test_gate_counts_only_confirmed_judged_failures() -> None:
+    results = [
+        case("P1-B1-S1-C1-PT1", "failed", model="a", critical=True, confirmed=False),  # refuted
+        case("P1-B1-S1-C1-PT2", "failed", model="a", critical=True, confirmed=True),
+        case("P1-B1-S1-C1-PT3", "failed", model="a", critical=True),  # not judge-only (label check)
+        case("P1-B1-S1-C1-PT1", "failed", model="b", critical=True, confirmed=False),
+        case("P1-B1-S1-C1-PT2", "passed", model="b", critical=True),
+        # one repeat refuted, another confirmed: the case stays a confirmed failure
+        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, confirmed=False),
+        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, confirmed=True, repeat=1),
+    ]
+    gates = gate(results)
+    assert gates["a"].status == "failed"
+    assert gates["a"].raw_failed_cases == ("P1-B1-S1-C1-PT1", "P1-B1-S1-C1-PT2", "P1-B1-S1-C1-PT3")
+    assert gates["a"].failed_cases == ("P1-B1-S1-C1-PT2", "P1-B1-S1-C1-PT3")
+    assert gates["a"].unconfirmed_cases == ("P1-B1-S1-C1-PT1",)
+    assert gates["b"].status == "passed" and gates["b"].raw_failed_cases == ("P1-B1-S1-C1-PT1",)
+    assert gates["b"].failed_cases == () and exit_decision(results[3:5]).status == "ok"
+    assert gates["c"].failed_cases == ("P1-B1-S1-C1-PT1",) and gates["c"].unconfirmed_cases == ()
 
 
 # --- repeats ---------------------------------------------------------------------------------
@@ -493,26 +569,27 @@ SCORED = st.lists(case_results(st.sampled_from(["passed", "failed"])), min_size=
 def test_prop_scores_bounded(results: list[CaseResult]) -> None:
     summary = score(results)
     if summary.score is not None:
+        assert 0.0 <= summary.score_low <= summary.score_high <= 100.0  # type: ignore[operator]
         assert 0.0 <= summary.score <= 100.0
-        assert 0.0 <= summary.wilson_low <= summary.pass_rate <= summary.wilson_high <= 1.0  # type: ignore[operator]
+        assert 0.0 <= summary.pass_rate_low <= summary.pass_rate_high <= 1.0  # type: ignore[operator]
 
 
 @given(SCORED, st.data())
 def test_prop_passing_one_more_never_lowers(results: list[CaseResult], data: st.DataObject) -> None:
-    before = score(results).score
+    before = score(results, intervals=False).score
     assert before is not None
     i = data.draw(st.integers(0, len(results) - 1))
     flipped = results[:i] + [replace(results[i], status="passed")] + results[i + 1 :]
-    assert score(flipped).score >= before  # type: ignore[operator]
+    assert score(flipped, intervals=False).score >= before  # type: ignore[operator]
     extra = data.draw(case_results(st.just("passed")))
-    assert score(results + [extra]).score >= before  # type: ignore[operator]
+    assert score(results + [extra], intervals=False).score >= before  # type: ignore[operator]
 
 
 @given(st.integers(-30, 30), st.integers(-30, 30), st.integers(-15, 15))
 def test_prop_higher_base_severity_never_weighs_less(b1: int, b2: int, c: int) -> None:
     low, high = sorted((b1, b2))
     assert 0 < severity_weight(low) <= severity_weight(high)
-    assert 0 < failure_penalty(low, c) <= failure_penalty(high, c) <= severity_weight(high)
+    assert 0 < case_weight(low, c) <= case_weight(high, c) <= severity_weight(high)
 
 
 @given(SCORED, st.data(), st.integers(0, 10))
@@ -527,44 +604,45 @@ def test_prop_higher_base_severity_failure_costs_at_least_as_much(
     def cost(chosen: CaseResult) -> float:
         rest = results[:i] + results[i + 1 :]
         return (
-            score(rest + [replace(chosen, status="passed")]).score
-            - score(rest + [replace(chosen, status="failed")]).score
+            score(rest + [replace(chosen, status="passed")], intervals=False).score
+            - score(rest + [replace(chosen, status="failed")], intervals=False).score
         )  # type: ignore[operator]
 
     assert cost(harder_case) >= cost(target) - 1e-9
     # a pass at higher severity never lowers the score either
     assert (
-        score(results[:i] + [replace(harder_case, status="passed")] + results[i + 1 :]).score
+        score(results[:i] + [replace(harder_case, status="passed")] + results[i + 1 :], intervals=False).score
         >= score(  # type: ignore[operator]
-            results[:i] + [replace(target, status="passed")] + results[i + 1 :]
+            results[:i] + [replace(target, status="passed")] + results[i + 1 :], intervals=False
         ).score
     )
 
 
 @given(SCORED, st.data(), st.integers(-10, 10), st.integers(-10, 10))
-def test_prop_harder_condition_never_penalises_more(
+def test_prop_harder_condition_weighs_a_case_less(
     results: list[CaseResult], data: st.DataObject, c1: int, c2: int
 ) -> None:
+    """An adversarial condition says less about the model: its failure costs less, its pass earns less."""
     easy, hard = sorted((c1, c2))
-    assert condition_discount(easy) >= condition_discount(hard) >= Fraction(1, 2)
+    assert condition_weight(easy) >= condition_weight(hard) >= Fraction(1, 2)
     i = data.draw(st.integers(0, len(results) - 1))
     at = lambda c: results[:i] + [replace(results[i], condition_severity=c)] + results[i + 1 :]  # noqa: E731
     if results[i].status == "failed":
-        assert score(at(hard)).score >= score(at(easy)).score  # type: ignore[operator]
+        assert score(at(hard), intervals=False).score >= score(at(easy), intervals=False).score  # type: ignore[operator]
     else:
-        assert score(at(hard)).score == score(at(easy)).score
+        assert score(at(hard), intervals=False).score <= score(at(easy), intervals=False).score  # type: ignore[operator]
 
 
 @given(RESULTS, st.integers(2, 4))
 def test_prop_comparable_across_sizes(results: list[CaseResult], copies: int) -> None:
-    one, many = score(results), score(results * copies)
+    one, many = score(results, intervals=False), score(results * copies, intervals=False)
     assert many.score == one.score and many.pass_rate == one.pass_rate
     assert many.n_total == copies * one.n_total
 
 
 @given(RESULTS, st.lists(case_results(st.sampled_from(["error", "skipped"])), max_size=5))
 def test_prop_errors_and_skips_never_change_score(results: list[CaseResult], noise: list[CaseResult]) -> None:
-    assert score(results + noise).score == score(results).score
+    assert score(results + noise, intervals=False).score == score(results, intervals=False).score
 
 
 @settings(max_examples=50)

@@ -641,7 +641,8 @@ def test_report_command_writes_the_page_and_one_line_per_model(recorded, monkeyp
     lines = result.output.splitlines()
     assert lines[0] == "wrote out/page.html (2 run(s), 32 results, 20 failures and errors)"
     assert (
-        lines[1].startswith("evil/model: score 5.0 | pass rate 0.0%") and "critical gate failed" in lines[1]
+        lines[1].startswith("evil/model: score 0.0 (95% CI 0.0-0.0) | pass rate 0.0% (95% CI 0.0-0.0%)")
+        and "critical gate failed" in lines[1]
     )
     assert lines[2].startswith("good/model: score ") and "12 passed, 4 failed, 0 errors" in lines[2]
     assert (recorded.parent / "out/page.html").read_text().startswith("<!DOCTYPE html>")

@@ -1,7 +1,9 @@
 """Reporting: what people read about a run, the last stage of the one-way data flow.
 
-- ``analytics`` (scores, critical gates, repeats, CI verdict), ``intervals`` (Wilson, Newcombe)
-  and ``attribution`` (per-factor effects): pure functions over ``CaseResult`` records.
+- ``analytics`` (scores, critical gates, repeats), ``verdict`` (the CI verdict), ``bootstrap``
+  (seeded cluster and item bootstrap), ``intervals`` (Wilson, Newcombe), ``agreement`` (kappas,
+  AC1, panel agreement) and ``attribution`` (per-factor effects): pure functions over
+  ``CaseResult`` records.
 - ``terminal`` (failure texts, the end-of-session summary) and ``html_extras`` (pytest-html
   columns, cells and extras) for the pytest session.
 - The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` (inline

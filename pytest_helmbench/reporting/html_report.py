@@ -95,7 +95,7 @@ def assets() -> Assets:
 def _cell(results: list[CaseResult] | None) -> Cell | None:
     if not results:
         return None
-    summary = score(results)
+    summary = score(results, intervals=False)
     return Cell(summary.score, summary.pass_rate, summary.n_scored, summary.n_errors)
 
 
@@ -136,8 +136,8 @@ def score_rows(sums: list[SeriesSummary]) -> list[ScoreRow]:
             label=s.label,
             score=s.score.score,
             pass_rate=s.repeats.pass_rate,
-            low=s.repeats.wilson_low,
-            high=s.repeats.wilson_high,
+            low=s.score.pass_rate_low if s.score.pass_rate_low is not None else 0.0,
+            high=s.score.pass_rate_high if s.score.pass_rate_high is not None else 1.0,
             n=s.repeats.n_passed + s.repeats.n_failed,
             k=s.repeats.k_max,
             pass_k=s.repeats.pass_k if s.has_repeats else None,

@@ -39,7 +39,7 @@ def summary_table(sums: list[SeriesSummary]) -> str:
     """Headline numbers per series."""
     any_repeats = any(s.has_repeats for s in sums)
     head = (
-        ["Model", "Runs", "Score", "Pass rate (95% Wilson)"]
+        ["Model", "Runs", "Score (95% CI)", "Pass rate (95% CI)"]
         + (["pass^k"] if any_repeats else [])
         + ["Passed", "Failed", "Errors", "Skipped", "Critical gate", "Cost (model + judge)"]
     )
@@ -49,8 +49,9 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         cells = [
             f'<th scope="row">{e(s.label)}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
-            f'<td class="num score">{e(score_text(sc.score))}</td>',
-            f'<td class="num">{e(pct(sc.pass_rate))} {_interval(sc.wilson_low, sc.wilson_high)}</td>',
+            f'<td class="num score">{e(score_text(sc.score))} '
+            f"{_score_interval(sc.score_low, sc.score_high)}</td>",
+            f'<td class="num">{e(pct(sc.pass_rate))} {_interval(sc.pass_rate_low, sc.pass_rate_high)}</td>',
         ]
         if any_repeats:
             interval = f"[{100 * rep.pass_k_wilson_low:.1f}&ndash;{100 * rep.pass_k_wilson_high:.1f}%]"
@@ -69,8 +70,17 @@ def summary_table(sums: list[SeriesSummary]) -> str:
     return _table("summary-table", head, rows)
 
 
-def _interval(low: float, high: float) -> str:
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return ""
     return f'<span class="ci">[{100 * low:.1f}&ndash;{100 * high:.1f}%]</span>'
+
+
+def _score_interval(low: float | None, high: float | None) -> str:
+    """The score's cluster-bootstrap interval (points, not percent)."""
+    if low is None or high is None:
+        return ""
+    return f'<span class="ci">[{low:.1f}&ndash;{high:.1f}]</span>'
 
 
 def _table(table_id: str, head: list[str], rows: list[str]) -> str:
@@ -105,14 +115,13 @@ def gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) 
         f'<tr data-gate="{e(s.gate.status)}"><th scope="row">{e(s.label)}</th><td>{_gate_badge(s.gate)}</td>'
         f'<td class="num">{s.gate.n_critical}</td>'
         f"<td>{_case_links(s.gate.failed_cases, s.label, anchors)}</td>"
+        f"<td>{_case_links(s.gate.unconfirmed_cases, s.label, anchors)}</td>"
         f"<td>{_case_links(s.gate.incomplete_cases, s.label, anchors)}</td></tr>"
         for s in sums
     ]
-    return _table(
-        "gates-table",
-        ["Model", "Gate", "Critical attempts", "Failed critical cases", "Errored or skipped critical cases"],
-        rows,
-    )
+    head = ["Model", "Gate", "Critical attempts", "Confirmed critical failures"]
+    head += ["Failed, not confirmed on re-judging", "Errored or skipped critical cases"]
+    return _table("gates-table", head, rows)
 
 
 def behaviour_table(behaviours: Matrix, pillar_names: dict[str, str]) -> str:

@@ -99,9 +99,15 @@ def score_text(value: float | None) -> str:
 def summary_line(s: SeriesSummary) -> str:
     """One line per model for the command line."""
     sc = s.score
+    score_ci = f" (95% CI {sc.score_low:.1f}-{sc.score_high:.1f})" if sc.score_low is not None else ""
+    rate_ci = (
+        f" (95% CI {100 * sc.pass_rate_low:.1f}-{100 * sc.pass_rate_high:.1f}%)"
+        if sc.pass_rate_low is not None and sc.pass_rate_high is not None
+        else ""
+    )
     parts = [
-        f"{s.label}: score {score_text(sc.score)}",
-        f"pass rate {pct(sc.pass_rate)} (95% CI {100 * sc.wilson_low:.1f}-{100 * sc.wilson_high:.1f}%)",
+        f"{s.label}: score {score_text(sc.score)}{score_ci}",
+        f"pass rate {pct(sc.pass_rate)}{rate_ci}",
         f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
         + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
     ]
@@ -113,5 +119,7 @@ def summary_line(s: SeriesSummary) -> str:
         gate_text += f" ({', '.join(g.failed_cases)})"
     elif g.incomplete_cases:
         gate_text += f" ({', '.join(g.incomplete_cases)})"
+    if g.unconfirmed_cases:
+        gate_text += f"; not confirmed on re-judging: {', '.join(g.unconfirmed_cases)}"
     parts += [gate_text, f"cost ${s.cost_usd + s.judge_cost_usd:.4f}"]
     return " | ".join(parts)

@@ -47,8 +47,12 @@ def _pct(value: float | None) -> str:
     return f"{100.0 * value:.1f}%" if value is not None else "n/a"
 
 
-def _interval(low: float, high: float) -> str:
+def _interval(low: float | None, high: float | None) -> str:
     return f"[95% CI {_pct(low)}-{_pct(high)}]"
+
+
+def _codes(codes: tuple[str, ...]) -> str:
+    return ", ".join(codes[:5]) + (" ..." if len(codes) > 5 else "")
 
 
 def _latency(latencies: list[float]) -> str:
@@ -64,21 +68,25 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
     summary = score(results)
     gates = gate(results).get(model)
     score_text = f"{summary.score:.1f}/100" if summary.score is not None else "n/a"
+    if summary.score_low is not None and summary.score_high is not None:
+        score_text += f" [95% CI {summary.score_low:.1f}-{summary.score_high:.1f}]"
     yield (
         f"{model}  (run {tally.run_id if tally.run_id is not None else '-'})\n"
         f"    score {score_text} | pass rate {_pct(summary.pass_rate)} "
-        f"{_interval(summary.wilson_low, summary.wilson_high)} | "
+        f"{_interval(summary.pass_rate_low, summary.pass_rate_high)} | "
         f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, "
         f"{summary.n_skipped} skipped"
     )
     if gates is not None and gates.n_critical:
         detail = {
-            "failed": f": {', '.join(gates.failed_cases[:5])}"
-            + (" ..." if len(gates.failed_cases) > 5 else ""),
+            "failed": f": {_codes(gates.failed_cases)}",
             "incomplete": f": {len(gates.incomplete_cases)} critical case(s) errored or skipped",
             "passed": "",
         }[gates.status]
-        failures = len(gates.failed_cases)
+        raw, confirmed = len(gates.raw_failed_cases), len(gates.failed_cases)
+        failures = f"{confirmed}" if raw == confirmed else f"{raw} raw, {confirmed} confirmed"
+        if gates.unconfirmed_cases:
+            detail += f"; not confirmed on re-judging: {_codes(gates.unconfirmed_cases)}"
         yield f"    critical gate {gates.status.upper()} ({failures} critical failures){detail}"
     repeats = repeat_stats(results)
     if repeats.k_max > 1:
