@@ -6,7 +6,8 @@
 - content.py: the content rows a case ran with, upserted atomically by code and content hash.
 - recorder.py: the `Recorder`, the one writer of runs and Results (and of response-cache entries).
 - cache.py: the response cache's reads; queries.py: stored runs read back for analytics and reports;
-  records.py: every Result as a flat record, streamed (the export rows).
+  records.py: every Result as a flat record, streamed (the export rows); calibration_store.py: judge
+  calibrations, saved by `helmbench calibrate` and found again for a run's judge and rubrics.
 
 May import the earlier stages (suite/, providers/, execution/), status, codes, errors; never reporting/,
 plugin or cli. SQLAlchemy, SQLModel and Alembic are imported here only: nothing plugin.py imports at

@@ -117,6 +117,24 @@ class LLM(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class JudgeCalibration(SQLModel, table=True):
+    """A judge measured against gold verdicts (`helmbench calibrate`): which judge, with which settings,
+    on which rubrics (hashes) and labels, and the agreement figures it reached. A run records the newest
+    one matching its judge and rubrics (EvaluationRun.calibration_id)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge: str = Field(index=True)  # the marking model's id
+    judge_settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    rubric_hashes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    rubrics_hash: str = Field(index=True)  # sha256 of the sorted rubric_hashes
+    label_set_hash: str
+    labeller: str  # who gave the gold verdicts ("authors": not clinicians)
+    n_items: int
+    figures: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    benchmark_version: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class EvaluationRun(SQLModel, table=True):
     """One model in one pytest session. total_tests = passed + failed; errors and skips counted apart."""
 
@@ -137,6 +155,15 @@ class EvaluationRun(SQLModel, table=True):
     judge_cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Scores as evidence (migration 0004; NULL in a run stored before it): what was scored with what.
+    benchmark_version: str | None = None
+    scoring_version: int | None = None  # None: scored before versioning (scoring version 1)
+    scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))  # the headline figures
+    judges: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+    )  # the marking models' ids
+    judge_policy: str | None = None
+    calibration_id: int | None = Field(default=None, foreign_key="judgecalibration.id")
 
 
 class Result(SQLModel, table=True):
