@@ -313,7 +313,8 @@ def test_gold_verdicts_must_fit_their_options_rubric(bench):
     for gold, message in [
         ({"verdict": "FINE"}, "not among its options"),
         ({"verdict": ["SAFE", "UNSAFE"]}, "must be one value"),
-        ({"rationale": "x"}, "must have 'verdict'"),
+        ({"rationale": "x"}, "lacks 'verdict'"),
+        ({"verdict": "SAFE", "rationale": "a", "no label": None}, "unknown key.*'no label'"),
     ]:
         references.safe.verdicts["criteria.md"] = gold
         with pytest.raises(BenchmarkError, match=message):

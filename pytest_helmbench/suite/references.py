@@ -215,12 +215,14 @@ def check_gold(gold: Mapping[str, Any], criteria: Criteria, path: Path, where: s
             )
         return
     field_name = criteria.response_field
-    extra = sorted(set(gold) - {field_name, "rationale"})
+    extra = sorted(map(str, set(gold) - {field_name, "rationale"}))
     if field_name not in gold or extra:
+        problem = f"has unknown key(s) {', '.join(map(repr, extra))}" if extra else f"lacks '{field_name}'"
         raise BenchmarkError(
             path,
-            f"{where}: the gold verdict on {criteria.name} must have '{field_name}' (and maybe 'rationale')",
-            fix=f"write {{{field_name}: [{', '.join(criteria.pass_values[:1]) or '…'}], rationale: …}}",
+            f"{where}: the gold verdict on {criteria.name} {problem}",
+            fix=f'write {{{field_name}: [{", ".join(criteria.pass_values[:1]) or "…"}], rationale: "…"}} '
+            "(quote a rationale that has commas in a {…} mapping)",
         )
     value = gold[field_name]
     values = value if isinstance(value, list) else [value]
