@@ -1,7 +1,8 @@
 """Evaluation: rule on a model's answer (model call -> evaluation in the data flow).
 
 - base.py: the `Evaluator` interface, its `EvaluationContext` and the `Evaluation` it returns.
-- one file per evaluation type: category_match.py, list_includes.py, sqe.py.
+- one file per evaluation type: category_match.py, list_includes.py, sqe.py, resource_check.py
+  (with phone_numbers.py: the numbers and text codes a reply gives).
 - registry.py: `EvaluatorRegistry` (types by name); builtin.py registers the built-ins through the
   `pytest_helmbench_register_evaluators` hook, the one a conftest.py or plugin implements too.
 - pipeline.py: the steps every type shares (refusal, JSON, schema) before the evaluator rules.

@@ -10,19 +10,16 @@ errors. Every error names the file, the line and the fix. See README "Crisis res
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NoReturn
-
-import yaml
 
 from ..errors import BenchmarkError
 from .files import BenchmarkFiles
-from .markdown import _FastLoader as GuardedLoader
 from .markdown import load_yaml
+from .yaml_lines import Where, YamlReader
 
 RESOURCES_FILE = "resources.yml"
 LOCALE_CODE = re.compile(r"[A-Z]{2}")
@@ -36,8 +33,6 @@ _TOP_KEYS = frozenset({"locales"})
 _LOCALE_KEYS = frozenset({"name", "calling_code", "trunk_prefix", "services"})
 _SERVICE_KEYS = frozenset({"name", "aliases", "kind", "number", "text", "hours", "source", "verified"})
 _TEXT_KEYS = frozenset({"number", "keyword"})
-
-Where = tuple[str | int, ...]
 
 
 class ServiceKind(StrEnum):
@@ -175,7 +170,7 @@ def require_resources(resources: CrisisResources | None, root: Path, scenario_pa
 def parse_resources(text: str, path: Path) -> CrisisResources:
     """Parse the text of a resources.yml; every problem is a BenchmarkError with file, line and fix."""
     data = load_yaml(text, path)  # syntax errors, aliases and deep nesting, with their line
-    reader = _Reader(path, text)
+    reader = YamlReader(path, text)
     reader.check_duplicates()
     if not isinstance(data, dict):
         reader.fail((), "must be a YAML mapping with a 'locales:' key", "start the file with 'locales:'")
@@ -195,7 +190,7 @@ def digits_of(number: str) -> str:
     return "".join(_DIGITS.findall(number))
 
 
-def _locale(reader: _Reader, code: object, value: object) -> Locale:
+def _locale(reader: YamlReader, code: object, value: object) -> Locale:
     where: Where = ("locales", str(code))
     if not isinstance(code, str) or not LOCALE_CODE.fullmatch(code):
         reader.fail(
@@ -239,7 +234,7 @@ def _locale(reader: _Reader, code: object, value: object) -> Locale:
     return Locale(code, name, calling_code, trunk, parsed)
 
 
-def _service(reader: _Reader, locale: str, where: Where, value: object) -> CrisisService:
+def _service(reader: YamlReader, locale: str, where: Where, value: object) -> CrisisService:
     entry = reader.mapping(value, where, "a service", _SERVICE_KEYS)
     name = reader.text(entry, where, "name")
     kind = entry.get("kind")
@@ -285,7 +280,7 @@ def _service(reader: _Reader, locale: str, where: Where, value: object) -> Crisi
     )
 
 
-def _number(reader: _Reader, value: object, where: Where, name: str) -> str:
+def _number(reader: YamlReader, value: object, where: Where, name: str) -> str:
     if not isinstance(value, str):
         reader.fail(
             where,
@@ -309,7 +304,7 @@ def _number(reader: _Reader, value: object, where: Where, name: str) -> str:
     return number
 
 
-def _text_code(reader: _Reader, value: object, where: Where, name: str) -> TextCode:
+def _text_code(reader: YamlReader, value: object, where: Where, name: str) -> TextCode:
     entry = reader.mapping(value, where, "a text code", _TEXT_KEYS)
     if "number" not in entry:
         reader.fail(where, f"service {name!r}: the text code has no number", 'write text: {number: "85258"}')
@@ -322,78 +317,3 @@ def _text_code(reader: _Reader, value: object, where: Where, name: str) -> TextC
             "write the word to send, e.g. keyword: SHOUT (leave it out when any message works)",
         )
     return TextCode(number, keyword)
-
-
-class _Reader:
-    """Checks on the loaded data whose errors carry the line of the part at fault.
-
-    Lines come from composing the same text into YAML nodes (the guarded loader: no alias reaches
-    here), which also finds the duplicate keys that loading silently drops."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines: dict[Where, int] = {}
-        self.duplicates: list[tuple[Where, int]] = []
-        root = yaml.compose(text, Loader=GuardedLoader)
-        if root is not None:
-            self._walk(root, ())
-
-    def _walk(self, node: yaml.Node, where: Where) -> None:
-        self.lines.setdefault(where, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in node.value:
-                child = (*where, str(key.value))
-                if str(key.value) in seen:
-                    self.duplicates.append((child, key.start_mark.line + 1))
-                seen.add(str(key.value))
-                self.lines.setdefault(child, key.start_mark.line + 1)
-                self._walk(value, child)
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                self._walk(item, (*where, index))
-
-    def line(self, where: Where) -> int | None:
-        while where and where not in self.lines:
-            where = where[:-1]
-        return self.lines.get(where)
-
-    def fail(self, where: Where, message: str, fix: str) -> NoReturn:
-        raise BenchmarkError(self.path, message, line=self.line(where), fix=fix)
-
-    def check_duplicates(self) -> None:
-        for where, line in self.duplicates:
-            what = f"locale {where[1]}" if len(where) == 2 and where[0] == "locales" else f"key {where[-1]!r}"
-            raise BenchmarkError(
-                self.path,
-                f"{what} appears twice (the second would silently replace the first)",
-                line=line,
-                fix="keep one entry and merge what the two say",
-            )
-
-    def keys(self, entry: Mapping[Any, Any], where: Where, allowed: frozenset[str]) -> None:
-        for key in entry:
-            if key not in allowed:
-                self.fail(
-                    (*where, str(key)), f"unknown key {key!r}", f"use only {', '.join(sorted(allowed))}"
-                )
-
-    def mapping(self, value: object, where: Where, what: str, allowed: frozenset[str]) -> dict[Any, Any]:
-        if not isinstance(value, dict):
-            self.fail(
-                where, f"{what} must be a mapping of keys", f"write its keys: {', '.join(sorted(allowed))}"
-            )
-        self.keys(value, where, allowed)
-        return value
-
-    def text(self, entry: Mapping[Any, Any], where: Where, key: str) -> str:
-        value = entry.get(key)
-        if not isinstance(value, str) or not value.strip():
-            label = entry.get("name") if key != "name" and isinstance(entry.get("name"), str) else None
-            owner = f"service {label!r}: " if label else ""
-            self.fail(
-                (*where, key) if key in entry else where,
-                f"{owner}'{key}' is missing or not text",
-                f"add {key}: <text> (quote it if it looks like a number)",
-            )
-        return value.strip()
