@@ -6,6 +6,7 @@ import itertools
 import random
 from dataclasses import replace
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -29,6 +30,7 @@ from pytest_helmbench.reporting.analytics import (
 from pytest_helmbench.reporting.attribution import FactorEffect, attribution, scenario_baselines
 from pytest_helmbench.reporting.bootstrap import cluster_ratio_intervals, percentile_interval
 from pytest_helmbench.reporting.intervals import newcombe_paired_interval, wilson_interval
+from pytest_helmbench.reporting.terminal import model_lines
 from pytest_helmbench.reporting.verdict import exit_decision
 
 
@@ -318,6 +320,60 @@ def test_gate_counts_only_confirmed_judged_failures() -> None:
     assert gates["b"].status == "passed" and gates["b"].raw_failed_cases == ("P1-B1-S1-C1-PT1",)
     assert gates["b"].failed_cases == () and exit_decision(results[3:5]).status == "ok"
     assert gates["c"].failed_cases == ("P1-B1-S1-C1-PT1",) and gates["c"].unconfirmed_cases == ()
+
+
+def test_terminal_and_report_lines_show_the_score_interval_and_raw_and_confirmed_failures() -> None:
+    results = [case(f"P1-B1-S{i}-C1-PT1", "passed", model="m") for i in range(1, 5)]
+    results += [
+        case("P1-B2-S1-C1-PT1", "failed", model="m", critical=True, confirmed=True),
+        case("P1-B2-S1-C1-PT2", "failed", model="m", critical=True, confirmed=False),
+    ]
+    tally = SimpleNamespace(
+        results=results,
+        run_id=7,
+        prompt_tokens=1,
+        completion_tokens=1,
+        cost_usd=0.0,
+        judge_cost_usd=0.0,
+        cached=0,
+        latencies=[],
+    )
+    summary = score(results)
+    lines = list(model_lines("m", tally))
+    assert (
+        f"score {summary.score:.1f}/100 [95% CI {summary.score_low:.1f}-{summary.score_high:.1f}]" in lines[0]
+    )
+    assert lines[1] == (
+        "    critical gate FAILED (2 raw, 1 confirmed critical failures): P1-B2-S1-C1-PT1; "
+        "not confirmed on re-judging: P1-B2-S1-C1-PT2"
+    )
+    refuted = [r for r in results if r.case_code != "P1-B2-S1-C1-PT1"]
+    assert "critical gate PASSED (1 raw, 0 confirmed critical failures); not confirmed" in "".join(
+        model_lines("m", SimpleNamespace(**{**vars(tally), "results": refuted}))
+    )
+    confirmed = [r for r in results if r.case_code != "P1-B2-S1-C1-PT2"]
+    assert "critical gate FAILED (1 critical failures): P1-B2-S1-C1-PT1" in "".join(
+        model_lines("m", SimpleNamespace(**{**vars(tally), "results": confirmed}))
+    )
+
+
+def test_report_tables_show_the_score_interval_and_both_failure_lists() -> None:
+    from pytest_helmbench.reporting.html_tables import gates_table, summary_table
+    from pytest_helmbench.reporting.series import SeriesSummary
+
+    results = [case(f"P1-B1-S{i}-C1-PT1", "passed" if i % 2 else "failed") for i in range(1, 7)]
+    results += [
+        case("P1-B2-S1-C1-PT1", "failed", critical=True, confirmed=True),
+        case("P1-B2-S1-C1-PT2", "failed", critical=True, confirmed=False),
+    ]
+    sc = score(results)
+    summary = SeriesSummary("m", "m", (1,), sc, repeat_stats(results), gate(results)["m"], 0.0, 0.0, 0, 0)
+    table = summary_table([summary])
+    assert f'{sc.score:.1f} <span class="ci">[{sc.score_low:.1f}&ndash;{sc.score_high:.1f}]</span>' in table
+    assert f"[{100 * sc.pass_rate_low:.1f}&ndash;{100 * sc.pass_rate_high:.1f}%]" in table  # type: ignore[operator]
+    gates = gates_table([summary], {})
+    assert "Confirmed critical failures" in gates and "not confirmed on re-judging" in gates
+    assert "<td><code>P1-B2-S1-C1-PT1</code></td><td><code>P1-B2-S1-C1-PT2</code></td>" in gates
 
 
 # --- repeats ---------------------------------------------------------------------------------
