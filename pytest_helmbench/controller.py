@@ -105,7 +105,7 @@ class ControllerHooks:
         pytest's loop, or xdist's scheduler, stops."""
         state = self.state
         settings = state.settings
-        models = [*settings.model_ids, *([settings.marking_model.id] if settings.marking_model else [])]
+        models = [*settings.model_ids, *settings.judge_ids]
         try:
             state.board.stop_all(models, f"{SESSION_STOPPING}: {reason}")
         except OSError as exc:  # the folder may be on the very disk that is full

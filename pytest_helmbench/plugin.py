@@ -147,7 +147,8 @@ def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
         config.pluginmanager.get_plugin("terminalreporter"),
         (it.case for it in items),
         max_tokens=settings.max_tokens,
-        marking_model=settings.marking_model.id if settings.marking_model else None,
+        marking_model=settings.judge_ids,
+        rejudge=settings.rejudge,
         pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
         evaluators=state.evaluators,
     )

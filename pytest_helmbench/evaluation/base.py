@@ -22,10 +22,12 @@ from ..suite.model import Criteria, Scenario
 
 if TYPE_CHECKING:
     from ..providers.chat import ChatResponse
-    from .judge import JudgeVerdict
+    from ..suite.resources import CrisisResources
+    from .panel import PanelVerdict
 
-Judge = Callable[[Criteria, str, str], "JudgeVerdict"]
-"""Ask the marking model: (rubric, composed prompt, answer text) -> verdict; may raise JudgeError."""
+Judge = Callable[[Criteria, str, str], "PanelVerdict"]
+"""Ask the marking model(s): (rubric, composed prompt, graded text) -> the panel's verdict; may raise
+JudgeError (no verdict could be reached)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Evaluation:
     answer: Any = None
     expected: Any = None
     actual: Any = None
-    judge: JudgeVerdict | None = None
+    judge: PanelVerdict | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -51,8 +53,15 @@ class EvaluationContext:
     response: ChatResponse
     answer: Any
     judge: Judge | None = None
+    criteria: Criteria | None = None  # the rubric this check reads (else the scenario's criteria.md)
+    locale: str | None = None  # the user context's `locale:` (None: unknown)
+    resources: CrisisResources | None = None  # the benchmark's resources.yml, when it has one
 
-    def ask_judge(self, criteria: Criteria, text: str) -> JudgeVerdict:
+    @property
+    def rubric(self) -> Criteria | None:
+        return self.criteria or self.scenario.criteria
+
+    def ask_judge(self, criteria: Criteria, text: str) -> PanelVerdict:
         """The marking model's verdict on `text`; only for evaluators that declare `needs_judge`."""
         if self.judge is None:
             raise RuntimeError(f"evaluation type {self.spec.type!r} called the judge without needs_judge")

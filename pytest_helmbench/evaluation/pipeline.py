@@ -1,24 +1,32 @@
 """Decide whether a model's answer is safe for its scenario (model call -> evaluation).
 
 The steps every evaluation type shares run here: a refusal, content that is not JSON and an answer
-outside the scenario's schema are ruled on before the scenario's evaluator sees the answer.
+outside the scenario's schema are ruled on before any evaluator sees the answer. Then every check of
+the scenario rules (the label check of `evaluation:`, then each `checks:` item): a case with any failed
+check fails; it is an error only when none failed and one could not be completed (say, no judge
+could be reached); it passes when every check passed.
 """
 
 from __future__ import annotations
 
-from ..providers.chat import ChatResponse
-from ..suite.model import Scenario
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..providers.chat import CallError, ChatResponse
+from ..status import Status
+from ..suite.model import Check, Scenario
 from .answers import AnswerInvalid, parse_json_content, schema_violations
 from .base import Evaluation, EvaluationContext, Evaluator, Judge
+from .judge import JudgeVerdict
+from .panel import PanelVerdict
+
+if TYPE_CHECKING:
+    from ..suite.resources import CrisisResources
+    from .registry import EvaluatorRegistry
 
 
-def evaluate(
-    evaluator: Evaluator, scenario: Scenario, prompt: str, response: ChatResponse, judge: Judge | None = None
-) -> Evaluation:
-    """Refusal, JSON, schema, then `evaluator`; the judge is handed over only if it needs one (it may
-    raise JudgeError)."""
-    spec = scenario.evaluation
-    expected = evaluator.expected(spec, scenario)
+def _precheck(scenario: Scenario, response: ChatResponse, expected: Any) -> Evaluation | dict[str, Any]:
+    """The parsed answer, or the Evaluation that rules on it before any check (refusal, JSON, schema)."""
     if response.refusal or response.finish_reason == "content_filter":
         text = response.refusal or "content filtered by the provider"
         if scenario.refusal_passes:
@@ -44,7 +52,148 @@ def evaluate(
             expected=expected,
             details={"schema_errors": problems},
         )
+    return {"value": answer}
+
+
+def evaluate(
+    evaluator: Evaluator, scenario: Scenario, prompt: str, response: ChatResponse, judge: Judge | None = None
+) -> Evaluation:
+    """Refusal, JSON, schema, then `evaluator` on the scenario's `evaluation:` alone (the label check);
+    the judge is handed over only if it needs one (it may raise JudgeError)."""
+    spec = scenario.evaluation
+    ruled = _precheck(scenario, response, evaluator.expected(spec, scenario))
+    if isinstance(ruled, Evaluation):
+        return ruled
     context = EvaluationContext(
-        scenario, spec, prompt, response, answer, judge if evaluator.needs_judge else None
+        scenario, spec, prompt, response, ruled["value"], judge if evaluator.needs_judge else None
     )
     return evaluator.evaluate(context)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check's verdict on one answer (stored in the Result's `evaluation_details["checks"]`)."""
+
+    name: str
+    type: str
+    role: str
+    status: Status
+    reason: str
+    evaluation: Evaluation | None = None
+
+    @property
+    def panel(self) -> PanelVerdict | None:
+        return self.evaluation.judge if self.evaluation is not None else None
+
+    @property
+    def judged(self) -> bool:
+        return self.panel is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        panel = self.panel
+        judges = [v.to_dict() for v in panel.verdicts] if panel is not None else []
+        return {
+            "name": self.name,
+            "type": self.type,
+            "role": self.role,
+            "status": str(self.status),
+            "reason": self.reason,
+            "judges": judges,
+        }
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """Every check's verdict on one answer, and the case's status from them."""
+
+    status: Status
+    reason: str
+    answer: Any = None
+    expected: Any = None
+    actual: Any = None
+    checks: tuple[CheckOutcome, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def judge_verdicts(self) -> list[JudgeVerdict]:
+        """Every judge verdict given on this answer (for the accounting of judge cost)."""
+        return [v for c in self.checks if c.panel is not None for v in c.panel.answered]
+
+    @property
+    def failed_on_judges_alone(self) -> bool:
+        """Failed, and every failed check is a judge's: re-judging may confirm or overturn it."""
+        failed = [c for c in self.checks if c.status is Status.FAILED]
+        return bool(failed) and all(c.judged for c in failed)
+
+
+def evaluate_case(
+    registry: EvaluatorRegistry,
+    scenario: Scenario,
+    prompt: str,
+    response: ChatResponse,
+    judge: Judge | None = None,
+    *,
+    locale: str | None = None,
+    resources: CrisisResources | None = None,
+) -> CaseVerdict:
+    """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
+    skipped), any other failure to complete a check makes that check an error."""
+    checks = scenario.checks or (
+        Check(scenario.evaluation.type, scenario.evaluation, scenario.criteria, "evaluation"),
+    )
+    label = registry.get(checks[0].spec.type)
+    ruled = _precheck(scenario, response, label.expected(scenario.evaluation, scenario))
+    if isinstance(ruled, Evaluation):
+        status = Status.PASSED if ruled.passed else Status.FAILED
+        return CaseVerdict(
+            status, ruled.reason, ruled.answer, ruled.expected, ruled.actual, (), ruled.details
+        )
+    outcomes = []
+    for check in checks:
+        evaluator = registry.get(check.spec.type)
+        context = EvaluationContext(
+            scenario,
+            check.spec,
+            prompt,
+            response,
+            ruled["value"],
+            judge if evaluator.needs_judge else None,
+            criteria=check.criteria,
+            locale=locale,
+            resources=resources,
+        )
+        outcomes.append(_run_check(evaluator, check, context))
+    return _combine(tuple(outcomes), ruled["value"])
+
+
+def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -> CheckOutcome:
+    try:
+        result = evaluator.evaluate(context)
+    except CallError as exc:  # JudgeError included: this check has no verdict
+        return CheckOutcome(check.name, check.spec.type, check.role, Status.ERROR, exc.reason)
+    status = Status.PASSED if result.passed else Status.FAILED
+    return CheckOutcome(check.name, check.spec.type, check.role, status, result.reason, result)
+
+
+def _combine(outcomes: tuple[CheckOutcome, ...], answer: Any) -> CaseVerdict:
+    """Failed if any check failed; else error if any could not be completed; else passed."""
+    label = outcomes[0].evaluation
+    failed = [c for c in outcomes if c.status is Status.FAILED]
+    errors = [c for c in outcomes if c.status is Status.ERROR]
+    status = Status.FAILED if failed else Status.ERROR if errors else Status.PASSED
+    shown = failed or errors or list(outcomes)
+    if len(outcomes) == 1:
+        reason = outcomes[0].reason
+    else:
+        reason = "; ".join(f"[{c.name}] {c.reason}" for c in shown)
+    details: dict[str, Any] = dict(label.details) if label is not None else {}
+    details["checks"] = [c.to_dict() for c in outcomes]
+    return CaseVerdict(
+        status,
+        reason,
+        label.answer if label is not None else answer,
+        label.expected if label is not None else None,
+        label.actual if label is not None else None,
+        outcomes,
+        details,
+    )

@@ -1,7 +1,9 @@
-"""`sqe` (Structured Qualitative Evaluation): the marking model applies the scenario's criteria.md.
+"""`sqe` (Structured Qualitative Evaluation): the marking model(s) apply a rubric (criteria.md, or the
+file a check names).
 
-The judge call itself (prompt, strict verdict schema, parsing) lives in judge.py; this evaluator
-only asks it and turns the verdict into an Evaluation.
+The judge call itself (prompt, strict verdict schema, parsing) lives in judge.py and the panel's
+policy in panel.py; this evaluator picks the text to show (the whole answer, or one field of it such
+as `response`, the reply the user would read) and turns the panel's verdict into an Evaluation.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Any
 
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
 from ..suite.model import Scenario
-from .base import Evaluation, EvaluationContext, Evaluator
+from .base import Evaluation, EvaluationContext, Evaluator, answer_field
+from .judge import JudgeError
 
 
 class StructuredQualitative(Evaluator):
@@ -22,23 +25,43 @@ class StructuredQualitative(Evaluator):
     needs_criteria = True
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
-        """Nothing to check here: the rubric (criteria.md) is validated by the loader."""
-        return EvaluationSpec(self.type, str(spec.settings.get("field", "")), settings=spec.settings)
+        """`field`, when given, must be an answer property (the judge is shown only that field); the
+        rubric itself is validated by the loader."""
+        name = answer_field(spec, scenario_path, "") if "field" in spec.settings else ""
+        return EvaluationSpec(self.type, name, settings=spec.settings)
 
     def evaluate(self, context: EvaluationContext) -> Evaluation:
-        criteria = context.scenario.criteria
-        assert criteria is not None, "sqe needs criteria (the loader requires criteria.md)"
-        verdict = context.ask_judge(criteria, context.response.content or "")
-        expected = list(criteria.pass_values)
-        actual = list(verdict.values) if criteria.response_type == "multi" else verdict.values[0]
-        word = "passes" if verdict.passed else "fails"
+        criteria = context.rubric
+        assert criteria is not None, "sqe needs a rubric (the loader requires one)"
+        name = context.spec.field
+        text = str(context.answer.get(name, "")) if name and isinstance(context.answer, dict) else None
+        panel = context.ask_judge(criteria, text if text is not None else context.response.content or "")
+        if panel.passed is None:
+            raise JudgeError(f"no verdict from the judges ({panel.policy}): {panel.summary()}")
+        if criteria.atomic:
+            expected: Any = {c.id: c.pass_answer for c in criteria.checks}
+            actual: Any = [dict(v.answers) for v in panel.answered]
+        else:
+            expected = list(criteria.pass_values)
+            actual = [
+                list(v.values) if criteria.response_type == "multi" else v.values[0] for v in panel.answered
+            ]
+        actual = actual[0] if len(actual) == 1 else actual
+        word = "passes" if panel.passed else "fails"
+        if criteria.atomic:
+            missed = sorted(
+                {c.id for v in panel.answered for c in criteria.checks if not c.satisfied(v.answers[c.id])}
+            )
+            head = f"judge {word}" + (f" (unsatisfied: {', '.join(missed)})" if missed else "")
+        else:
+            head = f"judge verdict {actual!r} {word} (pass values {expected})"
         return Evaluation(
-            verdict.passed,
-            f"judge verdict {actual!r} {word} (pass values {expected}): {verdict.rationale}",
+            panel.passed,
+            f"{head}: {panel.summary()}",
             context.answer,
             expected,
             actual,
-            verdict,
+            panel,
         )
 
     def expected(self, spec: EvaluationSpec, scenario: Scenario) -> Any:

@@ -4,21 +4,26 @@ No tokenizer can be downloaded at run time here, so tokens are estimated by a do
 heuristic: ceil(characters / 4) for the prompt and its JSON schema plus 8 tokens of message
 overhead, and a fixed answer size (250 tokens; 150 for a judge's verdict), capped at max_tokens.
 Prices come from OpenRouter's /models (per token); a model without a price shows "unknown".
+
+Every judge call is counted: one per judged check (the label check and each `checks:` item whose type
+needs the marking model) per panel judge. Re-judging happens only for critical cases that fail on
+judge verdicts alone, so it is shown apart, as the most it could cost (every such case failing).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..evaluation.builtin import builtin_registry
-from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_prompt, judge_schema
+from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_messages, judge_schema
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import Pricing
 from ..suite.cases import Case
+from ..suite.model import Criteria
 from ..suite.prompt import ComposedPrompt, compose
 
 CHARS_PER_TOKEN = 4.0
@@ -44,6 +49,8 @@ class ModelEstimate:
     judge_completion_tokens: int = 0
     usd: float | None = 0.0
     judge_usd: float | None = 0.0
+    rejudge_calls_max: int = 0  # re-judging, if every critical judged case failed
+    rejudge_usd_max: float | None = 0.0
 
     @property
     def total_usd(self) -> float | None:
@@ -64,14 +71,17 @@ def estimate(
     entries: Iterable[tuple[Case, ComposedPrompt]],
     *,
     max_tokens: int,
-    marking_model: str | None,
+    marking_model: str | Sequence[str] | None,
     pricing: Callable[[str], Pricing | None],
     evaluators: EvaluatorRegistry | None = None,
+    rejudge: int = 0,
 ) -> list[ModelEstimate]:
     """One estimate per model, in model order; each case counted once per repeat it will run.
 
-    A judge call is counted for each case whose evaluation type needs the marking model."""
+    A judge call is counted for each judged check of a case and each judge of the panel
+    (`marking_model`: one id or the panel's ids); `rejudge` is the re-judging count of a single judge."""
     registry = evaluators if evaluators is not None else builtin_registry()
+    judges = [marking_model] if isinstance(marking_model, str) else list(marking_model or [])
     found: dict[str, ModelEstimate] = {}
     answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
     for case, prompt in entries:
@@ -82,22 +92,38 @@ def estimate(
         est.prompt_tokens += prompt_tokens
         est.completion_tokens += completion
         est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
-        if marking_model and registry.get(case.scenario.evaluation.type).needs_judge:
-            judge_tokens = _judge_tokens(case, prompt, answer)
+        for criteria in _judged_rubrics(case, registry) if judges else []:
+            judge_tokens = _judge_tokens(criteria, prompt, answer)
             judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
-            est.judge_calls += 1
-            est.judge_prompt_tokens += judge_tokens
-            est.judge_completion_tokens += judge_completion
-            est.judge_usd = _add_cost(est.judge_usd, pricing(marking_model), judge_tokens, judge_completion)
+            for judge in judges:
+                est.judge_calls += 1
+                est.judge_prompt_tokens += judge_tokens
+                est.judge_completion_tokens += judge_completion
+                est.judge_usd = _add_cost(est.judge_usd, pricing(judge), judge_tokens, judge_completion)
+            if case.scenario.critical and len(judges) == 1 and rejudge:
+                est.rejudge_calls_max += rejudge
+                tokens = (judge_tokens * rejudge, judge_completion * rejudge)
+                est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, pricing(judges[0]), *tokens)
     return list(found.values())
 
 
-def _judge_tokens(case: Case, prompt: ComposedPrompt, answer: str) -> int:
-    """The judge's prompt: the sqe one when the scenario has a rubric, else instructions, prompt, answer."""
-    criteria = case.scenario.criteria
+def _judged_rubrics(case: Case, registry: EvaluatorRegistry) -> list[Criteria | None]:
+    """The rubric of every check of the case that the marking model judges (None: no rubric)."""
+    checks = case.scenario.checks
+    if not checks:
+        needs = registry.get(case.scenario.evaluation.type).needs_judge
+        return [case.scenario.criteria] if needs else []
+    return [c.criteria for c in checks if registry.get(c.spec.type).needs_judge]
+
+
+def _judge_tokens(criteria: Criteria | None, prompt: ComposedPrompt, answer: str) -> int:
+    """The judge's request: system message, data and schema; without a rubric, instructions, prompt,
+    answer."""
     if criteria is None:
         return estimate_tokens(f"{JUDGE_INSTRUCTIONS}\n\n{prompt.text}\n\n{answer}")
-    return estimate_tokens(judge_prompt(criteria, prompt.text, answer) + json.dumps(judge_schema(criteria)))
+    messages = judge_messages(criteria, prompt.text, answer)
+    text = messages.system + messages.user("0" * 32) + json.dumps(judge_schema(criteria))
+    return estimate_tokens(text)
 
 
 def _usd(value: float | None) -> str:
@@ -113,6 +139,11 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
         if est.judge_calls:
             judge = f"~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens"
             lines.append(f"    judge: {est.judge_calls} calls | {judge} | {_usd(est.judge_usd)}")
+        if est.rejudge_calls_max:
+            lines.append(
+                f"    re-judging: up to {est.rejudge_calls_max} calls | up to {_usd(est.rejudge_usd_max)} "
+                "(only critical cases failed by the judge are judged again)"
+            )
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
     lines.append(
         f"estimated total: {_usd(grand)} "
@@ -126,9 +157,10 @@ def write_estimate(
     cases: Iterable[Case],
     *,
     max_tokens: int,
-    marking_model: str | None,
+    marking_model: str | Sequence[str] | None,
     pricing: Callable[[str], Pricing | None],
     evaluators: EvaluatorRegistry | None = None,
+    rejudge: int = 0,
 ) -> None:
     """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
     lines = estimate_lines(
@@ -138,6 +170,7 @@ def write_estimate(
             marking_model=marking_model,
             pricing=pricing,
             evaluators=evaluators,
+            rejudge=rejudge,
         )
     )
     if reporter is None:

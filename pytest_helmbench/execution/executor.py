@@ -14,8 +14,7 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
-from ..evaluation.judge import JudgeVerdict, run_judge
-from ..evaluation.pipeline import evaluate
+from ..evaluation.pipeline import CaseVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
 from ..providers.chat import CacheEntry, CallError, ChatRequest, ChatResponse, ModelRejected, request_key
@@ -25,6 +24,7 @@ from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo, Criteria
 from ..suite.prompt import ComposedPrompt
 from .budget import BudgetExhausted, CostLedger, StopBoard
+from .judging import Asked, JudgePanel
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class Executor:
     cache: AnswerCache | None = None
     ledger: CostLedger | None = None
     evaluators: EvaluatorRegistry = field(default_factory=builtin_registry)
+    resources: Any = None  # the benchmark's CrisisResources (resources.yml), for resource_check
     _probes: dict[str, threading.Event] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -77,6 +78,10 @@ class Executor:
             probe = self._probes[model]
         probe.wait()
         return None
+
+    @property
+    def panel(self) -> JudgePanel:
+        return JudgePanel(self.settings, self.clients, self.board, self._call)
 
     def check_running(self, model: str, role: str = "model") -> None:
         reason = self.board.reason(model)
@@ -103,10 +108,10 @@ class Executor:
 
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
         self.check_running(case.model)
-        marking = self.settings.marking_model
-        evaluator = self.evaluators.get(case.scenario.evaluation.type)
-        if evaluator.needs_judge and marking is not None:
-            self.check_running(marking.id, "marking model")  # no answer is paid for that nobody could judge
+        types = [c.spec.type for c in case.scenario.checks] or [case.scenario.evaluation.type]
+        if any(self.evaluators.get(t).needs_judge for t in types):
+            for judge in self.settings.marking_models:  # no answer is paid for that nobody could judge
+                self.check_running(judge.id, "marking model")
         client, request, key = self.request_for(case, prompt, repeat)
         outcome = Outcome(
             status=Status.ERROR,
@@ -121,7 +126,7 @@ class Executor:
             request_hash=key,
         )
         try:
-            response = self._call(client, request, key, outcome, judge=False)
+            response = self._call(client, request, key, outcome)
         except BudgetExhausted as exc:
             raise self._skip(outcome, str(exc)) from None
         except ModelRejected as exc:
@@ -137,33 +142,69 @@ class Executor:
             )
             outcome.cache_writes.clear()
             raise CaseError(outcome)
+        panel, asked = self.panel, {}
         try:
-            result = evaluate(
-                evaluator,
+            verdict = evaluate_case(
+                self.evaluators,
                 case.scenario,
                 prompt.text,
                 response,
-                lambda c, p, a: self._judge(c, p, a, outcome, repeat),
+                lambda c, p, t: self._ask(panel, asked, c, p, t, outcome, repeat),
+                locale=_locale(case),
+                resources=self.resources,
             )
+            self._record(outcome, verdict)
+            if case.scenario.critical and verdict.status is Status.FAILED and verdict.failed_on_judges_alone:
+                outcome.details["confirmation"] = panel.confirm(
+                    case.scenario, verdict, outcome, repeat, asked
+                )
         except BudgetExhausted as exc:
             raise self._skip(outcome, f"{exc} before the judge call") from None
-        except CallError as exc:
-            outcome.reason = exc.reason
-            outcome.details = {"judge_raw": exc.raw}
-            raise CaseError(outcome) from None
-        outcome.status = Status.PASSED if result.passed else Status.FAILED
-        outcome.reason = result.reason
-        outcome.answer, outcome.expected, outcome.actual = result.answer, result.expected, result.actual
-        outcome.details = {"evaluation": case.scenario.evaluation.type, **result.details, **outcome.details}
-        if result.judge is not None:
-            self._account_judge(outcome, result.judge)
+        if outcome.status is Status.ERROR:
+            raise CaseError(outcome)
         return outcome
 
+    @staticmethod
+    def _ask(
+        panel: JudgePanel,
+        asked: Asked,
+        criteria: Criteria,
+        prompt: str,
+        text: str,
+        outcome: Outcome,
+        repeat: int,
+    ) -> Any:
+        asked[criteria.hash] = (criteria, prompt, text)
+        return panel.ask(criteria, prompt, text, outcome, repeat)
+
+    def _record(self, outcome: Outcome, verdict: CaseVerdict) -> None:
+        outcome.status = verdict.status
+        outcome.reason = verdict.reason
+        outcome.answer, outcome.expected, outcome.actual = verdict.answer, verdict.expected, verdict.actual
+        outcome.details = {
+            "evaluation": verdict.checks[0].type if verdict.checks else None,
+            **verdict.details,
+            **outcome.details,
+        }
+        judged = verdict.judge_verdicts
+        if judged:
+            outcome.judge_cost_usd = _total([v.cost_usd for v in judged])
+            outcome.judge_prompt_tokens = _total([v.prompt_tokens for v in judged])
+            outcome.judge_completion_tokens = _total([v.completion_tokens for v in judged])
+            if len(judged) == 1:
+                outcome.details["judge"] = judged[0].to_dict()
+
     def _call(
-        self, client: ModelClient, request: ChatRequest, key: str, outcome: Outcome, *, judge: bool
+        self,
+        client: ModelClient,
+        request: ChatRequest,
+        key: str | None,
+        outcome: Outcome,
+        judge: bool = False,
     ) -> ChatResponse:
-        """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling."""
-        entry = self.cache.get(key) if self.cache is not None else None
+        """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling;
+        `key` None: a fresh call that the cache neither answers nor keeps (re-judging)."""
+        entry = self.cache.get(key) if self.cache is not None and key is not None else None
         if entry is not None:
             response = client.parse_completion(
                 entry.raw_response, model=request.model, latency_ms=entry.latency_ms or 0.0, attempts=0
@@ -180,7 +221,7 @@ class Executor:
         response = client.complete(request)
         if self.ledger is not None:
             self.ledger.add(response.cost_usd)
-        if self.cache is not None and self.cache.writable:
+        if self.cache is not None and self.cache.writable and key is not None:
             outcome.cache_writes.append(
                 asdict(
                     CacheEntry(
@@ -195,35 +236,6 @@ class Executor:
                 )
             )
         return response
-
-    def _judge(
-        self, criteria: Criteria, prompt: str, answer: str, outcome: Outcome, repeat: int
-    ) -> JudgeVerdict:
-        marking = self.settings.marking_model
-        if marking is None:
-            raise CallError(
-                "no marking model for this sqe scenario: "
-                "set marking_model in models.yml or --helmbench-marking-model"
-            )
-        client = self.clients.for_model(marking)
-
-        def send(text: str, response_format: dict[str, Any]) -> ChatResponse:
-            request = self.clients.request(marking, text, response_format)
-            try:
-                return self._call(
-                    client,
-                    request,
-                    request_key(self.clients.endpoint(marking, client), client.api, request, repeat),
-                    outcome,
-                    judge=True,
-                )
-            except (
-                ModelRejected
-            ) as exc:  # a bad key or credits for the judge: every later sqe case would fail alike
-                self.board.stop(marking.id, f"as the marking model: {exc.reason}")
-                raise
-
-        return run_judge(send, criteria, prompt, answer)
 
     @staticmethod
     def _skip(outcome: Outcome, reason: str) -> CaseSkipped:
@@ -249,9 +261,16 @@ class Executor:
         outcome.finish_reason = response.finish_reason
         outcome.attempts = response.attempts
 
-    @staticmethod
-    def _account_judge(outcome: Outcome, verdict: JudgeVerdict) -> None:
-        outcome.judge_cost_usd = verdict.cost_usd
-        outcome.judge_prompt_tokens = verdict.prompt_tokens
-        outcome.judge_completion_tokens = verdict.completion_tokens
-        outcome.details["judge"] = verdict.to_dict()
+
+def _locale(case: Case) -> str | None:
+    """The case's locale: its user context's `locale:` (None without one)."""
+    if case.user_context is None:
+        return None
+    value = case.user_context.meta.get("locale")
+    return str(value) if value else None
+
+
+def _total(values: list[Any]) -> Any:
+    """The sum of known values (None when none is known)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

@@ -27,17 +27,18 @@ log = logging.getLogger(__name__)
 def build_request(
     model: ModelConfig,
     settings: Settings,
-    prompt: str,
+    prompt: str | list[dict[str, str]],
     response_format: dict[str, Any],
     *,
     max_tokens_cap: int | None = None,
 ) -> ChatRequest:
-    """The request for one call: the model's own settings win over the run's options; a provider's
-    cap (`Provider.max_tokens_cap`) lowers the run's max_tokens, never the model's own."""
+    """The request for one call (`prompt`: one user message, or the messages themselves): the model's
+    own settings win over the run's options; a provider's cap (`Provider.max_tokens_cap`) lowers the
+    run's max_tokens, never the model's own."""
     max_tokens = settings.max_tokens if max_tokens_cap is None else min(settings.max_tokens, max_tokens_cap)
     return ChatRequest(
         model=model.id,
-        messages=[{"role": "user", "content": prompt}],
+        messages=[{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt),
         response_format=response_format,
         temperature=model.temperature if model.temperature is not None else settings.temperature,
         max_tokens=model.max_tokens if model.max_tokens is not None else max_tokens,
@@ -85,7 +86,9 @@ class ClientPool:
             self._receive()
         return self.provider(model.id).client(model, self.context)
 
-    def request(self, model: ModelConfig, prompt: str, response_format: dict[str, Any]) -> ChatRequest:
+    def request(
+        self, model: ModelConfig, prompt: str | list[dict[str, str]], response_format: dict[str, Any]
+    ) -> ChatRequest:
         cap = self.provider(model.id).max_tokens_cap
         return build_request(model, self.settings, prompt, response_format, max_tokens_cap=cap)
 
@@ -99,9 +102,7 @@ class ClientPool:
     def prepare(self, model_ids: Iterable[str]) -> None:
         """Controller, before the first call: each provider starts what its models (and the marking
         model) need."""
-        wanted = set(model_ids)
-        if self.settings.marking_model is not None:
-            wanted.add(self.settings.marking_model.id)
+        wanted = set(model_ids) | set(self.settings.judge_ids)
         by_provider: dict[str, list[str]] = {}
         for model_id in sorted(wanted):
             by_provider.setdefault(self.provider(model_id).name, []).append(model_id)
