@@ -21,7 +21,7 @@ from .config import (
     build_settings,
     load_models_file,
 )
-from .errors import ConfigError, HelmbenchError
+from .errors import BenchmarkError, ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
 from .execution.outcome import CaseResult, Outcome
 from .execution.shared import SharedFiles
@@ -230,7 +230,15 @@ class HelmbenchState:
             self.cache,
             self.ledger,
             evaluators=self.evaluators,
+            resources=self._resources(),
         )
+
+    def _resources(self) -> Any:
+        """resources.yml for resource_check; a broken one already failed the scenarios that use it."""
+        try:
+            return self.loader.resources()
+        except BenchmarkError:
+            return None
 
     def load_scenario(self, md_path: Path) -> Scenario:
         return self.loader.load_scenario_file(md_path)

@@ -31,6 +31,7 @@ from .model import (
     Scenario,
     content_hash,
 )
+from .resources import CrisisResources, load_resources, require_resources
 from .scenario_files import parse_criteria, parse_response_format
 
 RISK_LEVELS = ("none", "low", "high", "imminent")
@@ -68,6 +69,7 @@ class BenchmarkLoader:
         self._shared: dict[str, _Cached] = {}
         self._index: dict[str, dict[str, dict[str, Path]]] = {}
         self._info: _Cached | None = None
+        self._resources: _Cached | None = None
 
     @property
     def scenarios_dir(self) -> Path:
@@ -84,6 +86,19 @@ class BenchmarkLoader:
         if self._info.error:
             raise self._info.error
         return self._info.value
+
+    def resources(self) -> CrisisResources | None:
+        """resources.yml (None when the benchmark has none), parsed once; its error is raised again
+        for every scenario that checks resources."""
+        if self._resources is None:
+            self._resources = _Cached()
+            try:
+                self._resources.value = load_resources(self.root, self.files)
+            except BenchmarkError as exc:
+                self._resources.error = exc
+        if self._resources.error:
+            raise self._resources.error
+        return self._resources.value
 
     def shared(self, kind: Kind) -> tuple[Path, list[Component]] | None:
         """Root-level conditions or user contexts, parsed once."""
@@ -315,5 +330,7 @@ class BenchmarkLoader:
                         f"check {parsed.name!r} names the rubric {parsed.rubric}, which is not in the folder",
                         fix=f"add {parsed.rubric} beside {md_path.name}, or correct 'criteria:'",
                     )
+            if getattr(parsed.type, "needs_resources", False):
+                require_resources(self.resources(), self.root, md_path)
             found.append(Check(parsed.name, parsed.spec, rubric))
         return tuple(found)
