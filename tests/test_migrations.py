@@ -372,7 +372,10 @@ def _assert_runs_kept_with_new_columns_empty(url: str, old: OldDatabase) -> None
                 assert (run.benchmark_version, run.scoring_version, run.scores) == (None, None, None)
                 assert (run.judges, run.judge_policy, run.calibration_id) == ([], None, None)
             # today's report loaders read the upgraded runs
-            assert [run.passed for run in load_runs(session, old.run_ids)] == [1, 1]
+            loaded = load_runs(session, old.run_ids)
+            assert [(run.passed, run.scoring_version, run.judges, run.calibration_id) for run in loaded] == [
+                (1, None, (), None)
+            ] * 2
     finally:
         engine.dispose()
 

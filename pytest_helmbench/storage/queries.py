@@ -64,6 +64,13 @@ class RunInfo:
     prompt_tokens: int
     completion_tokens: int
     options: dict[str, Any] = field(default_factory=dict)
+    # What the run was scored with (migration 0004); None / () for a run stored before it.
+    benchmark_version: str | None = None
+    scoring_version: int | None = None  # None: scoring version 1
+    scores: dict[str, Any] | None = None  # the stored headline figures
+    judges: tuple[str, ...] = ()
+    judge_policy: str | None = None
+    calibration_id: int | None = None
 
     @property
     def total_cost_usd(self) -> float:
@@ -201,6 +208,12 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
             prompt_tokens=run.prompt_tokens,
             completion_tokens=run.completion_tokens,
             options=dict(run.options or {}),
+            benchmark_version=run.benchmark_version,
+            scoring_version=run.scoring_version,
+            scores=run.scores,
+            judges=tuple(run.judges or ()),
+            judge_policy=run.judge_policy,
+            calibration_id=run.calibration_id,
         )
         for run, model in session.exec(query).all()
     ]
