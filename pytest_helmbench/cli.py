@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from . import cli_results
+from . import cli_calibrate, cli_results
 from .cli_defaults import ConfigFileError, find_project
 from .cli_results import fail
 from .errors import HelmbenchError
@@ -226,6 +226,7 @@ def estimate(
 
 
 cli_results.register(app)
+cli_calibrate.register(app)
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from .config import DRY_RUN_REASON
 from .errors import ConfigError, HelmbenchError
 from .execution.outcome import Outcome
 from .items import case_items
-from .reporting.verdict import exit_decision
 from .reporting.terminal import summary_lines
+from .reporting.verdict import exit_decision
 from .state import HelmbenchState
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,8 @@ class ControllerHooks:
             spent=spent,
             decision=state.decision,
         ):
+            terminalreporter.write_line(line)
+        for line in state.judge_lines:
             terminalreporter.write_line(line)
         for line in self._stop_lines():
             terminalreporter.write_line(line)

@@ -90,6 +90,7 @@ class HelmbenchState:
         self.dry_run_skips = 0
         self.resume_counts: dict[str, int] = {}
         self.decision: Any = None
+        self.judge_lines: list[str] = []  # each judge's calibration, said in the summary
         self._warned: set[str] = set()
         workerinput = getattr(config, "workerinput", None)
         self.shared = SharedFiles.from_workerinput(workerinput) if workerinput else SharedFiles.new()
@@ -366,6 +367,18 @@ class HelmbenchState:
             }
             try:
                 self.recorder.finish(statuses, write_cache=not failed)
+                if not failed and self.recorder.runs:
+                    from .run_record import record_session
+
+                    scenarios = {r.scenario for tally in self.tallies.values() for r in tally.results}
+                    self.judge_lines = record_session(
+                        self.settings.db_url,
+                        self.recorder.runs,
+                        self.settings,
+                        self.loader,
+                        scenarios,
+                        self.evaluators,
+                    )
             except HelmbenchError as exc:
                 self.storage_error = self.storage_error or str(exc)
                 log.error("HELMBench: %s", exc)

@@ -1,0 +1,225 @@
+"""`helmbench calibrate`: measure a judge against the benchmark's gold labels and store the figures.
+
+The judge is asked exactly as in a run (same rubric, same hardened request); the figures are stored
+as a JudgeCalibration, and every later run judged by this judge on these rubrics shows them.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .cli_defaults import find_project
+from .cli_results import DbOption, default_db, fail
+from .config import Settings, api_key_from_env, build_settings, load_models_file
+from .errors import HelmbenchError
+from .evaluation.builtin import builtin_registry
+from .options import OPTIONS
+from .suite.calibration import CalibrationItem, check_calibration, label_set_hash, load_calibration
+from .suite.loader import BenchmarkLoader
+from .suite.model import Scenario
+from .trust import OptionSource
+
+log = logging.getLogger(__name__)
+PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
+FAIL_LABELS = {"fail", "failed", "unsafe", "no", "0", "false"}
+
+
+def _option(name: str, given: Any) -> tuple[Any, OptionSource]:
+    """The command line's value, else the option's environment variable, else its default."""
+    option = next(o for o in OPTIONS if o.name == name)
+    if given not in (None, ""):
+        return given, OptionSource.CLI
+    env = os.environ.get(option.env, "").strip() if option.env else ""
+    if env:
+        return env, OptionSource.ENV
+    return option.default, OptionSource.DEFAULT
+
+
+def _settings(
+    root: Path, judge: str, base_url: str | None, api: str | None, concurrency: int, db: str
+) -> Settings:
+    values: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+    url, source = _option("base-url", base_url)
+    values.update(
+        {
+            "model": [judge],
+            "marking-model": judge,
+            "base-url": url,
+            "api": _option("api", api)[0],
+            "concurrency": str(concurrency),
+            "db": db,
+            "temperature": "0",
+        }
+    )
+    models_file = load_models_file(root / "models.yml")
+    return build_settings(values.get, models_file, root.parent, api_key_from_env(), base_url_source=source)
+
+
+def _read_labels(path: Path) -> list[tuple[str, str, bool]]:
+    """ratings.csv: columns item, rater, label (pass/fail, safe/unsafe, yes/no, 1/0)."""
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as exc:
+        fail(f"--labels {path}: {exc.strerror or exc}")
+    except (csv.Error, UnicodeDecodeError) as exc:
+        fail(f"--labels {path}: not a CSV file: {exc}")
+    found = []
+    for number, row in enumerate(rows, 2):
+        if not row or not {"item", "rater", "label"} <= set(row):
+            fail(f"{path}:{number}: needs the columns item, rater, label (header on line 1)")
+        label = (row["label"] or "").strip().lower()
+        if label not in PASS_LABELS | FAIL_LABELS:
+            fail(f"{path}:{number}: label {row['label']!r} is not pass/fail (or safe/unsafe, yes/no, 1/0)")
+        found.append((row["item"].strip(), row["rater"].strip(), label in PASS_LABELS))
+    return found
+
+
+def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader]:
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
+    scenarios = {}
+    for folder in loader.scenario_dirs():
+        scenario = loader.load_scenario(folder)
+        scenarios[scenario.code] = scenario
+    calibration = load_calibration(root, loader.files)
+    check_calibration(calibration, scenarios)
+    return scenarios, list(calibration.items), loader
+
+
+def calibrate(
+    marking_model: str = typer.Option(
+        ..., "--marking-model", help="the judge(s) to calibrate: one id, or a,b"
+    ),
+    labels: Path | None = typer.Option(
+        None, "--labels", help="human ratings CSV (item,rater,label) to compare raters and judge with"
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="a stratified subset of N items (every rubric, gold pass and fail)"
+    ),
+    root: Path | None = typer.Option(None, "--root", help="benchmark root (default: as pytest finds it)"),
+    base_url: str | None = typer.Option(None, "--base-url", help="API base URL (default: OpenRouter)"),
+    api: str | None = typer.Option(None, "--api", help="openrouter or openai"),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="judge calls in flight"),
+    db: str | None = DbOption,
+) -> None:
+    """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
+    from .execution.budget import StopBoard
+    from .execution.calibrate import gold_passes, rate_items, stratified
+    from .providers.pool import ClientPool
+    from .reporting.calibration_figures import Rating, calibration_figures, calibration_line, human_figures
+    from .storage.calibration_store import CalibrationRecord, save_calibration
+    from .storage.engine import make_engine, safe_url, upgrade
+
+    root = root or find_project().root
+    db_url = db or default_db()
+    try:
+        scenarios, items, loader = _load(root)
+        if not items:
+            fail(f"{root / 'calibration'}: no calibration items (see README, Calibration)")
+        settings = _settings(root, marking_model, base_url, api, concurrency, db_url)
+        human = _read_labels(labels) if labels else None
+    except HelmbenchError as exc:
+        fail(str(exc))
+    rubrics = {
+        (s.code, c.criteria.name): c.criteria for s in scenarios.values() for c in s.checks if c.criteria
+    }
+    chosen = stratified(items, limit, lambda i: gold_passes(i.gold, rubrics[(i.scenario, i.rubric)]))
+    clients = ClientPool(
+        settings, base_dir=Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry()
+    )
+    with tempfile.TemporaryDirectory(prefix="helmbench-calibrate-") as folder:
+        board = StopBoard(Path(folder), cross_process=False)
+        try:
+            clients.prepare(settings.judge_ids)
+            for judge in settings.marking_models:
+                rated = rate_items(settings, clients, board, chosen, scenarios, judge)
+                ratings = [
+                    Rating(r.item.id, r.stratum, r.gold_passed, r.judge_passed, r.item.borderline)
+                    for r in rated
+                ]
+                figures = calibration_figures(ratings)
+                if human is not None:
+                    figures["human"] = human_figures(human, {r.item.id: r.judge_passed for r in rated})
+                labellers = sorted({i.labeller for i in chosen})
+                record = CalibrationRecord(
+                    judge=judge.id,
+                    rubric_hashes=tuple(sorted({r.rubric_hash for r in rated})),
+                    label_set_hash=label_set_hash(chosen),
+                    labeller=",".join(labellers),
+                    n_items=len(chosen),
+                    figures=figures,
+                    judge_settings=settings.recorded(judge)["model"],
+                    benchmark_version=loader.info().version,
+                )
+                upgrade(db_url)  # a new database is created, an older one migrated (as a run does)
+                engine = make_engine(db_url)
+                try:
+                    saved = save_calibration(engine, record)
+                finally:
+                    engine.dispose()
+                _print(judge.id, figures, record.labeller, saved, safe_url(db_url), calibration_line)
+        except HelmbenchError as exc:
+            fail(str(exc))
+        finally:
+            clients.close()
+
+
+def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where: str, line: Any) -> None:
+    from .reporting.calibration_figures import figure_text
+
+    typer.echo(line(judge, figures, labeller))
+    overall = figures["overall"]
+    if overall["n_errors"]:
+        typer.echo(
+            f"    {overall['n_errors']} item(s) got no verdict from the judge (left out of the figures)"
+        )
+    typer.echo(
+        f"    borderline items only: κ {figure_text(figures['borderline']['kappa'])} on "
+        f"{figures['borderline']['n']} items"
+    )
+    typer.echo(f"    {'rubric':<40} {'n':>4} {'kappa':>18} {'AC1':>18} {'sens.':>18} {'spec.':>18}")
+    for name, rubric in figures["rubrics"].items():
+        cells = [figure_text(rubric[k]) for k in ("kappa", "ac1", "sensitivity", "specificity")]
+        typer.echo(f"    {name:<40} {rubric['n']:>4} " + " ".join(f"{c:>18}" for c in cells))
+    if "human" in figures:
+        human = figures["human"]
+        fleiss = human["rater_rater"]["fleiss_kappa"]
+        typer.echo(
+            f"    human raters: {human['n_raters']} raters on {human['n_items']} items; rater-rater Fleiss κ "
+            f"{'n/a' if fleiss is None else f'{fleiss:.2f}'}; "
+            f"judge vs rater majority κ {figure_text(human['judge_rater']['kappa'])}"
+        )
+    typer.echo(f"calibration {saved} stored in {where}")
+
+
+def rescore(
+    run_id: list[int] | None = typer.Argument(None, help="run ids (default: every run in the database)"),
+    db: str | None = DbOption,
+) -> None:
+    """Recompute stored runs' scores with the current scoring version (and store them)."""
+    from .run_record import rescore as rescore_runs
+    from .storage.engine import safe_url
+
+    try:
+        done = rescore_runs(db or default_db(), run_id or None)
+    except HelmbenchError as exc:
+        fail(str(exc))
+    if not done:
+        typer.echo(f"no runs in {safe_url(db or default_db())}")
+        return
+    for found_id, model, before, figures in done:
+        was = f"scoring v{before}" if before is not None else "scoring v1 (unversioned)"
+        score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}"
+        typer.echo(f"run {found_id} {model}: {was} -> v{figures['scoring_version']}: score {score}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
+    app.command("rescore")(rescore)

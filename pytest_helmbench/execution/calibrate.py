@@ -1,0 +1,122 @@
+"""Put the calibration set to a judge: each labelled reply judged exactly as in a run.
+
+Each item's case prompt is composed from the benchmark as a run would compose it, and the judge gets
+the same hardened request (rubric in the system message, the reply as nonce-delimited data). Calls go
+out `concurrency` at a time; a call that fails is recorded as no verdict (never as a disagreement).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from ..config import ModelConfig, Settings
+from ..evaluation.judge import JudgeVerdict
+from ..providers.base import ModelClient
+from ..providers.chat import ChatRequest, ChatResponse
+from ..providers.pool import ClientPool
+from ..status import Status
+from ..suite.calibration import CalibrationItem
+from ..suite.cases import Case, expand
+from ..suite.model import Criteria, Scenario
+from ..suite.prompt import compose
+from ..suite.references import gold_values
+from .budget import StopBoard
+from .judging import JudgePanel
+from .outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+
+def gold_passes(gold: Mapping[str, object], criteria: Criteria) -> bool:
+    """Whether a gold verdict passes its rubric (atomic: the rule over the answers; options: pass values)."""
+    if criteria.atomic:
+        return criteria.answers_pass({k: str(v) for k, v in gold.items()})
+    return criteria.values_pass(gold_values(gold, criteria))
+
+
+@dataclass(frozen=True)
+class Rated:
+    """One calibration item, its gold pass/fail, and the judge's (None: the judge gave no verdict)."""
+
+    item: CalibrationItem
+    rubric_hash: str
+    gold_passed: bool
+    judge_passed: bool | None
+    error: str | None = None
+    cost_usd: float | None = None
+
+    @property
+    def stratum(self) -> str:
+        return f"{self.item.scenario}/{self.item.rubric}"
+
+
+def stratified(
+    items: Sequence[CalibrationItem], limit: int | None, gold: Callable[[CalibrationItem], bool]
+) -> list[CalibrationItem]:
+    """At most `limit` items taken from every (rubric, gold verdict) stratum in turn, strata and the
+    items in each in a fixed pseudo-random order (sha256): a subset as large as the number of strata
+    covers every rubric with a passing and a failing reply; a smaller one spreads over the benchmark."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    strata: dict[tuple[str, str, bool], list[CalibrationItem]] = defaultdict(list)
+    for item in items:
+        strata[(item.scenario, item.rubric, gold(item))].append(item)
+    queues = [
+        sorted(v, key=lambda i: hashlib.sha256(i.id.encode()).hexdigest()) for _, v in sorted(strata.items())
+    ]
+    chosen: list[CalibrationItem] = []
+    while len(chosen) < limit and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop(0))
+    return chosen
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _plain_call(
+    client: ModelClient, request: ChatRequest, key: str | None, outcome: Outcome, judge: bool = False
+) -> ChatResponse:
+    """Calibration pays for every call: no response cache, no cost ceiling."""
+    return client.complete(request)
+
+
+def rate_items(
+    settings: Settings,
+    clients: ClientPool,
+    board: StopBoard,
+    items: Sequence[CalibrationItem],
+    scenarios: Mapping[str, Scenario],
+    judge: ModelConfig,
+) -> list[Rated]:
+    """Judge every item with `judge` alone, `settings.concurrency` calls at a time."""
+    alone = replace(settings, marking_model=judge, marking_models=(judge,))
+    panel = JudgePanel(alone, clients, board, _plain_call)
+
+    def rate(item: CalibrationItem) -> Rated:
+        scenario = scenarios[item.scenario]
+        criteria = next(c.criteria for c in scenario.checks if c.criteria and c.criteria.name == item.rubric)
+        case = _case(scenario, item.case)
+        outcome = Outcome(Status.ERROR, "", criteria.name, item.case, "", "", "", {})  # carries nothing here
+        verdict = panel.ask(criteria, compose(case).text, item.text, outcome, 0)
+        answered = [v for v in verdict.verdicts if isinstance(v, JudgeVerdict)]
+        error = None if answered else verdict.summary()
+        cost = answered[0].cost_usd if answered else None
+        return Rated(item, criteria.hash, gold_passes(item.gold, criteria), verdict.passed, error, cost)
+
+    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
+        return list(pool.map(rate, items))
+
+
+def _case(scenario: Scenario, code: str) -> Case:
+    for case in expand(scenario, [""]):
+        if case.code == code:
+            return case
+    raise KeyError(code)  # check_calibration has already ruled this out

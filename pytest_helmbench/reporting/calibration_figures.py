@@ -1,0 +1,132 @@
+"""A judge's agreement with gold labels (`helmbench calibrate`), and the line that shows it.
+
+For each rubric and overall: Cohen's kappa and Gwet's AC1 between the judge's pass/fail and the
+gold pass/fail, sensitivity to unsafe replies (share of gold-unsafe replies the judge failed) and
+specificity (share of gold-safe replies it passed), each with a 95 % percentile interval from a
+seeded bootstrap over items (2,000 resamples). Items the judge gave no verdict on are counted apart
+(`n_errors`), never as disagreements. With human ratings (`--labels`), the way VERA-MH reports it:
+rater-rater agreement (Fleiss' kappa over items rated by two or more raters) and judge-rater
+agreement (Cohen's kappa and AC1 against the raters' majority label; ties left out).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .agreement import cohen_kappa, fleiss_kappa, gwet_ac1, sensitivity, specificity
+from .bootstrap import bootstrap_interval
+
+Pair = tuple[bool, bool]  # (gold passed, judge passed)
+BINARY = (True, False)
+REPLICATES = 2000
+
+
+def _figure(
+    pairs: Sequence[Pair], statistic: Callable[[Sequence[Pair]], float | None], seed: int
+) -> dict[str, Any]:
+    value = statistic(pairs)
+    interval = bootstrap_interval(pairs, statistic, REPLICATES, seed) if value is not None else None
+    low, high = interval if interval is not None else (None, None)
+    return {"value": value, "low": low, "high": high}
+
+
+def _ac1(pairs: Sequence[Pair]) -> float | None:
+    return gwet_ac1(pairs, BINARY)
+
+
+def figures_for(
+    pairs: Sequence[Pair], n_errors: int = 0, n_borderline: int = 0, seed: int = 0
+) -> dict[str, Any]:
+    """The four agreement figures of one set of (gold, judge) pairs, with intervals and counts."""
+    return {
+        "n": len(pairs),
+        "n_errors": n_errors,
+        "n_borderline": n_borderline,
+        "n_gold_unsafe": sum(1 for gold, _ in pairs if not gold),
+        "kappa": _figure(pairs, cohen_kappa, seed),
+        "ac1": _figure(pairs, _ac1, seed),
+        "sensitivity": _figure(pairs, sensitivity, seed),
+        "specificity": _figure(pairs, specificity, seed),
+    }
+
+
+@dataclass(frozen=True)
+class Rating:
+    """One judged calibration item, reduced to what agreement needs."""
+
+    item: str
+    stratum: str  # "<scenario>/<rubric file>"
+    gold: bool
+    judge: bool | None  # None: no verdict
+    borderline: bool
+
+
+def calibration_figures(ratings: Iterable[Rating], seed: int = 0) -> dict[str, Any]:
+    """Per rubric (stratum) and overall figures; plain JSON (undefined figures are None)."""
+    ratings = list(ratings)
+    by_stratum: dict[str, list[Rating]] = defaultdict(list)
+    for rating in ratings:
+        by_stratum[rating.stratum].append(rating)
+
+    def summary(group: Sequence[Rating]) -> dict[str, Any]:
+        pairs = [(r.gold, r.judge) for r in group if r.judge is not None]
+        borderline = sum(1 for r in group if r.borderline and r.judge is not None)
+        return figures_for(pairs, sum(1 for r in group if r.judge is None), borderline, seed)
+
+    return {
+        "overall": summary(ratings),
+        "borderline": summary([r for r in ratings if r.borderline]),
+        "rubrics": {name: summary(group) for name, group in sorted(by_stratum.items())},
+    }
+
+
+def human_figures(
+    ratings: Iterable[tuple[str, str, bool]], judge: Mapping[str, bool | None], seed: int = 0
+) -> dict[str, Any]:
+    """Rater-rater and judge-rater agreement from human ratings (item, rater, passed)."""
+    by_item: dict[str, dict[str, bool]] = defaultdict(dict)
+    for item, rater, passed in ratings:
+        by_item[item][rater] = passed
+    multi = [votes for votes in by_item.values() if len(votes) >= 2]
+    table = [[Counter(v.values())[True], Counter(v.values())[False]] for v in multi]
+    consensus: list[Pair] = []
+    for item, votes in sorted(by_item.items()):
+        count = Counter(votes.values())
+        verdict = judge.get(item)
+        if count[True] != count[False] and verdict is not None:
+            consensus.append((count[True] > count[False], verdict))
+    return {
+        "n_items": len(by_item),
+        "n_raters": len({rater for votes in by_item.values() for rater in votes}),
+        "rater_rater": {"n": len(multi), "fleiss_kappa": fleiss_kappa(table) if table else None},
+        "judge_rater": figures_for(consensus, seed=seed),
+    }
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def figure_text(figure: Mapping[str, Any]) -> str:
+    """`0.78 [0.71-0.84]`, or `n/a` when undefined."""
+    value, low, high = figure.get("value"), figure.get("low"), figure.get("high")
+    if value is None:
+        return "n/a"
+    return f"{value:.2f} [{_num(low)}-{_num(high)}]" if low is not None else f"{value:.2f}"
+
+
+def calibration_line(judge: str, figures: Mapping[str, Any] | None, labeller: str | None = None) -> str:
+    """`judge X: κ 0.78 [0.71-0.84] on 320 author-labelled items` (or `judge X uncalibrated`)."""
+    if not figures:
+        return f"judge {judge}: uncalibrated (run `helmbench calibrate --marking-model {judge}`)"
+    overall = figures.get("overall", {})
+    who = "author-labelled" if labeller == "authors" else f"{labeller}-labelled" if labeller else "labelled"
+    return (
+        f"judge {judge}: κ {figure_text(overall.get('kappa', {}))}, "
+        f"AC1 {figure_text(overall.get('ac1', {}))}, "
+        f"sensitivity {figure_text(overall.get('sensitivity', {}))}, "
+        f"specificity {figure_text(overall.get('specificity', {}))} on {overall.get('n', 0)} {who} items"
+    )

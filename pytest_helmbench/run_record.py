@@ -1,0 +1,147 @@
+"""After a run, and on `helmbench rescore`: what each run was scored with, stored on its row.
+
+Glue between storage (the Results, the calibrations) and reporting (the headline figures): the
+scoring version and figures, the benchmark version, the panel of judges and its policy, and the
+newest calibration of the (first) judge that covers every rubric the run judged with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .config import Settings
+from .evaluation.registry import EvaluatorRegistry
+from .reporting.calibration_figures import calibration_line
+from .reporting.headline import SCORING_VERSION, headline
+from .suite.loader import BenchmarkLoader
+
+log = logging.getLogger(__name__)
+
+
+def judged_rubric_hashes(
+    loader: BenchmarkLoader, scenarios: Iterable[str], evaluators: EvaluatorRegistry
+) -> list[str]:
+    """The hashes of every rubric a judge applied to these scenarios' cases (as they are on disk now)."""
+    found: set[str] = set()
+    for code in sorted(set(scenarios)):
+        try:
+            scenario = loader.load_scenario(loader.scenarios_dir / code)
+        except Exception as exc:  # noqa: BLE001 - a scenario that no longer loads judged nothing we can name
+            log.debug("rubrics of %s unknown: %s", code, exc)
+            continue
+        for check in scenario.checks:
+            if check.criteria is not None and evaluators.get(check.spec.type).needs_judge:
+                found.add(check.criteria.hash)
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the terminal summary says about the judges after the figures are stored."""
+
+    judge_lines: list[str]
+
+
+def record_figures(
+    db_url: str,
+    runs: dict[str, int],
+    settings: Settings,
+    benchmark_version: str | None,
+    rubric_hashes: Sequence[str],
+) -> Recorded:
+    """Store every run's figures and provenance; returns a calibration line per judge (none when the
+    runs judged nothing). A database failure is a StorageError."""
+    from sqlmodel import Session
+
+    from .storage.calibration_store import covering_calibration
+    from .storage.engine import make_engine
+    from .storage.queries import load_case_results
+    from .storage.run_scores import RunScores, write_run_scores
+
+    engine = make_engine(db_url)
+    lines: list[str] = []
+    try:
+        with Session(engine) as session:
+            calibrations = {
+                judge: covering_calibration(session, judge, rubric_hashes) if rubric_hashes else None
+                for judge in settings.judge_ids
+            }
+            first = calibrations.get(settings.judge_ids[0]) if settings.judge_ids else None
+            panels = []
+            for model, run_id in sorted(runs.items()):
+                figures = headline(load_case_results(session, [run_id]))
+                if figures["panel"] is not None:
+                    panels.append(panel_line(model, figures["panel"]))
+                found = RunScores(
+                    SCORING_VERSION,
+                    figures,
+                    benchmark_version,
+                    settings.judge_ids,
+                    settings.judge_policy if settings.judge_ids else None,
+                    first.id if first is not None else None,
+                )
+                write_run_scores(session, run_id, found)
+            session.commit()
+            if rubric_hashes:
+                for judge, calibration in calibrations.items():
+                    figures = calibration.figures if calibration is not None else None
+                    lines.append(
+                        calibration_line(judge, figures, calibration.labeller if calibration else None)
+                    )
+    finally:
+        engine.dispose()
+    return Recorded(lines)
+
+
+def panel_line(model: str, panel: dict) -> str:
+    """`judges agree on M: Cohen's κ 0.81 (AC1 0.90) over 120 judged checks, 2 judges`."""
+    name = "Cohen's" if panel["kind"] == "cohen" else "Fleiss'"
+    kappa = "n/a (every vote the same)" if panel["kappa"] is None else f"{panel['kappa']:.2f}"
+    return (
+        f"judges agree on {model}: {name} κ {kappa} (AC1 {panel['ac1']:.2f}) over {panel['items']} judged "
+        f"checks, {panel['judges']} judges"
+    )
+
+
+def record_session(
+    db_url: str,
+    runs: dict[str, int],
+    settings: Settings,
+    loader: BenchmarkLoader,
+    scenarios: Iterable[str],
+    evaluators: EvaluatorRegistry,
+) -> list[str]:
+    """The end of a session: store its runs' figures; the judges' calibration lines to show."""
+    try:
+        version = loader.info().version
+    except Exception:  # noqa: BLE001 - a broken benchmark.yml already failed the session's scenarios
+        version = None
+    hashes = judged_rubric_hashes(loader, scenarios, evaluators)
+    return record_figures(db_url, runs, settings, version, hashes).judge_lines
+
+
+def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, int | None, dict]]:
+    """Recompute the selected runs' figures (default: every run) with the current scoring; returns
+    (run id, model, previous scoring version, new figures) per run."""
+    from sqlmodel import Session, select
+
+    from .storage.engine import make_engine
+    from .storage.queries import load_case_results, load_runs
+    from .storage.run_scores import RunScores, write_run_scores
+    from .storage.tables import EvaluationRun
+
+    engine = make_engine(db_url)
+    done = []
+    try:
+        with Session(engine) as session:
+            ids = list(run_ids) if run_ids else list(session.exec(select(EvaluationRun.id)))
+            for run in load_runs(session, ids):
+                figures = headline(load_case_results(session, [run.id]))
+                write_run_scores(session, run.id, RunScores(SCORING_VERSION, figures), provenance=False)
+                done.append((run.id, run.model, run.scoring_version, figures))
+            session.commit()
+    finally:
+        engine.dispose()
+    return done
