@@ -243,6 +243,11 @@ class BenchmarkLoader:
         checks = self._checks(folder, md_path, meta, response_format, evaluation, criteria)
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
+        if any(getattr(self.evaluation_types.get(c.spec.type), "needs_resources", False) for c in checks):
+            resources = require_resources(self.resources(), self.root, md_path)
+            for context in user_contexts:  # a locale the resources do not list could never be checked
+                if "locale" in context.meta:
+                    resources.require_locale(context.meta["locale"], context.source, context.line)
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
         perturbations = tuple(found[1]) if found else ()
         if not conditions:
@@ -330,7 +335,5 @@ class BenchmarkLoader:
                         f"check {parsed.name!r} names the rubric {parsed.rubric}, which is not in the folder",
                         fix=f"add {parsed.rubric} beside {md_path.name}, or correct 'criteria:'",
                     )
-            if getattr(parsed.type, "needs_resources", False):
-                require_resources(self.resources(), self.root, md_path)
             found.append(Check(parsed.name, parsed.spec, rubric))
         return tuple(found)
