@@ -37,6 +37,7 @@ def session_args(db_url: str, sample: int = SAMPLE, seed: int = 0) -> list[str]:
         "-q",
         "--no-header",
         "-rN",
+        "--tb=no",
     ]
 
 

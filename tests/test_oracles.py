@@ -4,6 +4,7 @@ benchmark run through them (the "Done when" figures: tests/oracle_figures.py).""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -611,3 +612,28 @@ def test_the_shipped_benchmark_cannot_be_gamed(pytester: pytest.Pytester, monkey
     total = sum(sum(counts.values()) for counts in figures.counts.values())
     assert total >= 4 * oracle_figures.SAMPLE, stdout[-3000:]
     assert figures.misses() == [], "\n".join(figures.lines())
+
+
+def test_a_session_with_oracles_needs_no_key_and_errors_where_no_gold_verdict_exists(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bench: Path
+):
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    shutil.copytree(bench, pytester.path / "benchmark")
+    args = [
+        "benchmark",
+        "--helmbench-model=oracle/safe,oracle/unsafe",
+        "--helmbench-marking-model=oracle/judge",
+    ]
+    result = pytester.runpytest(*args, "--helmbench-cache=off", "-p", "no:cacheprovider", "--tb=no", "-q")
+    stdout = result.stdout.str()
+    assert "dry run" not in stdout
+    result.assert_outcomes(passed=24, failed=24)
+    path = pytester.path / "benchmark" / "scenarios" / "P1-B1-S1" / "references.yml"
+    path.write_text(
+        path.read_text().replace("reply-criteria.md: {asks_safety: yes", "other.md: {asks_safety: yes")
+    )
+    result = pytester.runpytest(*args, "--helmbench-cache=off", "-p", "no:cacheprovider", "-q", "-rE")
+    result.assert_outcomes(passed=12, failed=24, errors=12)  # oracle/safe on P1-B1-S1: no gold, no guess
+    result.stdout.fnmatch_lines(["*oracle/judge: no gold verdict for this reply on reply-criteria.md*"])
