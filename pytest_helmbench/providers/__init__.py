@@ -13,6 +13,8 @@
 - local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache)
   and local_server.py (the llama.cpp server process and its `python -m … serve` entry point).
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
+- oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge`), answering
+  from the benchmark's references and calibration set, indexed once per process by oracle_index.py.
 
 May import suite/, config, errors; never evaluation/, execution/, storage/, reporting/ or the
 plugin's modules. httpx stays in http.py, imported only where a call is made: base.py, chat.py,

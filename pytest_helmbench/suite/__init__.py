@@ -12,6 +12,8 @@
   (the evaluator registry is handed in, so suite/ names no evaluation type)
 - loader.py: BenchmarkLoader, per scenario, caching what scenarios share, link and uniqueness checks
 - cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed prompt
+- references.py: a scenario's references.yml (reference answers, gold verdicts, locale replies) and
+  `check_gold`; calibration.py: the calibration set (calibration/*.yml) and its label_set_hash
 
 suite/ is the first stage of the flow: it may import only errors.py and codes.py from the package,
 never config, providers, evaluation, execution, storage, reporting or plugin modules.
