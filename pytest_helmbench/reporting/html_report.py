@@ -38,6 +38,7 @@ from .charts import (
     heatmap_chart,
     score_chart,
 )
+from .html_judges import judges_table
 from .html_tables import (
     behaviour_table,
     cost_table,
@@ -244,5 +245,6 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
         cost_chart=cost_chart(cost_bars(series)),
         cost_table=cost_table(data.runs),
         runs_table=runs_table(data.runs),
+        judges_table=judges_table(data.runs, data.calibrations),
         failures=failures_html,
     )

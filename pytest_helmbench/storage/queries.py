@@ -121,6 +121,19 @@ class ReportData:
     labels: Labels
     source: str = ""  # where the data came from (a password-free database URL)
     generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    calibrations: dict[int, CalibrationView] = field(default_factory=dict)  # run id -> its judge's
+
+
+@dataclass(frozen=True)
+class CalibrationView:
+    """The calibration a run was judged under (JudgeCalibration, as the report shows it)."""
+
+    id: int
+    judge: str
+    labeller: str
+    n_items: int
+    figures: dict[str, Any]
+    created_at: datetime
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,6 +368,16 @@ def load_labels(session: Session, run_ids: Sequence[int] | None = None) -> Label
     return Labels(ordered("pillar"), ordered("behaviour"), ordered("condition"), ordered("user_context"))
 
 
+def load_calibrations(session: Session, run_ids: Sequence[int]) -> dict[int, CalibrationView]:
+    """The calibration each run recorded (runs judged uncalibrated, or by nobody, are left out)."""
+    from .calibration_store import run_calibrations
+
+    return {
+        run_id: CalibrationView(c.id or 0, c.judge, c.labeller, c.n_items, dict(c.figures), c.created_at)
+        for run_id, c in run_calibrations(session, run_ids).items()
+    }
+
+
 def load_report_data(
     session: Session, run_ids: Sequence[int] | None = None, *, source: str = ""
 ) -> ReportData:
@@ -367,6 +390,7 @@ def load_report_data(
             failures=load_failures(session, ids),
             labels=load_labels(session, ids),
             source=source,
+            calibrations=load_calibrations(session, ids),
         )
     except SQLAlchemyError as exc:
         raise DatasetError(
