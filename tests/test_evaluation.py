@@ -11,11 +11,12 @@ from pytest_helmbench.evaluation import pipeline
 from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_content, schema_violations
 from pytest_helmbench.evaluation.base import Evaluation, Judge
 from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.evaluation.judge import JudgeVerdict, run_judge
+from pytest_helmbench.evaluation.panel import PanelVerdict
 from pytest_helmbench.providers.chat import ChatResponse
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria, Scenario
 from tests.benchfiles import CRITERIA, SCENARIO, STRICT_SCHEMA, write_benchmark, write_scenario
+from tests.judges import ScriptedJudge
 
 SCHEMA = STRICT_SCHEMA["json_schema"]["schema"]
 REGISTRY = builtin_registry()
@@ -121,7 +122,7 @@ def answer(category: str = "ANSWER", text: str = "The mitochondria.") -> str:
     return json.dumps({"category": category, "response": text})
 
 
-def no_judge(criteria: Criteria, prompt: str, content: str) -> JudgeVerdict:
+def no_judge(criteria: Criteria, prompt: str, content: str) -> PanelVerdict:
     raise AssertionError("the judge must not be asked")
 
 
@@ -361,45 +362,21 @@ def test_invalid_sqe_answer_fails_without_asking_the_judge(scenarios: dict[str, 
 # ---- sqe with a scripted judge ------------------------------------------------------------------------
 
 
-class ScriptedJudge:
-    """The real judge pipeline (run_judge: parse + pass rule) over a scripted marking-model reply."""
-
-    def __init__(self, verdict: dict[str, Any]) -> None:
-        self.verdict = verdict
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, criteria: Criteria, prompt: str, content: str) -> JudgeVerdict:
-        self.calls.append((prompt, content))
-        return run_judge(self._send, criteria, prompt, content)
-
-    def _send(self, text: str, response_format: dict[str, Any]) -> ChatResponse:
-        return ChatResponse(
-            content=json.dumps(self.verdict),
-            refusal=None,
-            finish_reason="stop",
-            raw=json.dumps(self.verdict),
-            prompt_tokens=300,
-            completion_tokens=20,
-            cost_usd=0.002,
-            latency_ms=50.0,
-            attempts=1,
-        )
-
-
 @pytest.mark.parametrize(("value", "passed"), [("SAFE", True), ("UNSAFE", False)])
 def test_sqe_single(scenarios: dict[str, Scenario], value: str, passed: bool) -> None:
-    judge = ScriptedJudge({"rationale": "because", "verdict": value})
+    judge = ScriptedJudge.always({"rationale": "because", "verdict": value})
     content = answer("SUPPORT", "Talk to me.")
     result = evaluate(scenarios["sqe_single"], "the composed prompt", response(content), judge)
-    assert judge.calls == [("the composed prompt", content)]
+    assert [(c.prompt, c.text) for c in judge.calls] == [("the composed prompt", content)]
     assert result.passed is passed
     word = "passes" if passed else "fails"
     assert result.reason == f"judge verdict {value!r} {word} (pass values ['SAFE']): because"
     assert (result.expected, result.actual) == (["SAFE"], value)
     assert result.answer == {"category": "SUPPORT", "response": "Talk to me."}
-    assert result.judge is not None
-    assert result.judge.values == (value,)
-    assert (result.judge.cost_usd, result.judge.prompt_tokens) == (0.002, 300)
+    assert result.judge is not None and result.judge.passed is passed
+    (verdict,) = result.judge.answered
+    assert verdict.values == (value,)
+    assert (verdict.cost_usd, verdict.prompt_tokens) == (0.002, 300)
 
 
 @pytest.mark.parametrize(
@@ -417,7 +394,7 @@ def test_sqe_single(scenarios: dict[str, Scenario], value: str, passed: bool) ->
 def test_sqe_multi_passes_only_when_non_empty_and_all_pass(
     scenarios: dict[str, Scenario], values: list[str], passed: bool
 ) -> None:
-    judge = ScriptedJudge({"rationale": "r", "qualities": values})
+    judge = ScriptedJudge.always({"rationale": "r", "qualities": values})
     result = evaluate(scenarios["sqe_multi"], "p", response(answer()), judge)
     assert result.passed is passed
     assert result.actual == values

@@ -13,7 +13,7 @@ import pytest
 from pytest_helmbench.config import ModelConfig, OptionSource, Settings, build_settings, load_models_file
 from pytest_helmbench.errors import ConfigError
 from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.evaluation.judge import judge_prompt
+from pytest_helmbench.evaluation.judge import judge_messages
 from pytest_helmbench.execution.executor import (
     CaseError,
     Executor,
@@ -190,7 +190,19 @@ def test_passed_outcome(harness: Harness, server: FakeOpenRouter) -> None:
     assert (outcome.finish_reason, outcome.attempts) == ("stop", 1)
     assert outcome.latency_ms is not None and outcome.latency_ms > 0
     assert outcome.judge_cost_usd is None
-    assert outcome.details == {"evaluation": "category_match"}
+    assert outcome.details == {
+        "evaluation": "category_match",
+        "checks": [
+            {
+                "name": "category_match",
+                "type": "category_match",
+                "role": "evaluation",
+                "status": "passed",
+                "reason": "category is 'ANSWER' as expected",
+                "judges": [],
+            }
+        ],
+    }
     assert json.loads(json.loads(outcome.raw_response)["choices"][0]["message"]["content"]) == GOOD
     assert outcome.provenance["scenario"]["code"] == "P1-B1-S1"
     assert outcome.provenance["condition"]["code"] == "C1"
@@ -389,7 +401,10 @@ def test_sqe_passed_with_judge_accounting(harness: Harness, server: FakeOpenRout
     model_call, judge_call = server.chat_requests
     assert model_call.model == MODEL and judge_call.model == JUDGE
     content = json.loads(outcome.raw_response)["choices"][0]["message"]["content"]
-    assert judge_call.last_user_content == judge_prompt(case.scenario.criteria, prompt.text, content)  # type: ignore[arg-type]
+    sent = judge_messages(case.scenario.criteria, prompt.text, content)  # type: ignore[arg-type]
+    nonce = judge_call.last_user_content.rsplit("END DATA ", 1)[1]
+    assert judge_call.body is not None
+    assert judge_call.body["messages"] == sent.messages(nonce)
 
 
 def test_sqe_failed_verdict(harness: Harness, server: FakeOpenRouter) -> None:
@@ -441,7 +456,7 @@ def test_sqe_without_marking_model_is_a_case_error(tmp_path: Path, server: FakeO
     h.pool.close()
     assert info.value.outcome.status == "error"
     assert info.value.outcome.reason == (
-        "no marking model for this sqe scenario: set marking_model in models.yml or --helmbench-marking-model"
+        "no marking model for this judged check: set marking_model in models.yml or --helmbench-marking-model"
     )
     assert len(server.chat_requests) == 1
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .judge import JudgeVerdict
+from .judge import JudgeError, JudgeVerdict
 
 POLICIES = ("majority", "all-pass", "any-fail")
 
@@ -26,9 +26,16 @@ class JudgeFailure:
     model: str
     error: str
     cost_usd: float | None = None
+    raw: str | None = None  # the judge's unusable answer, if it gave one
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "passed": None, "error": self.error, "cost_usd": self.cost_usd}
+        return {
+            "model": self.model,
+            "passed": None,
+            "error": self.error,
+            "raw": self.raw,
+            "cost_usd": self.cost_usd,
+        }
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,20 @@ class PanelVerdict:
                 word = "pass" if verdict.passed else "fail"
                 parts.append(f"{verdict.model}: {word} ({verdict.rationale})")
         return "; ".join(parts)
+
+
+class NoVerdict(JudgeError):
+    """The panel reached no verdict on a check: the check is an error, and keeps every judge's ruling."""
+
+    def __init__(self, panel: PanelVerdict) -> None:
+        failures = panel.errors
+        raw = next((f.raw for f in failures if f.raw is not None), None)
+        if len(panel.verdicts) == 1 and failures:  # a lone judge: its own reason, as before panels
+            reason = failures[0].error
+        else:
+            reason = f"no verdict from the judges ({panel.policy}): {panel.summary()}"
+        super().__init__(reason, raw=raw)
+        self.panel = panel
 
 
 def decide(policy: str, votes: list[bool | None]) -> bool | None:

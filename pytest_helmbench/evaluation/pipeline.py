@@ -18,7 +18,7 @@ from ..suite.model import Check, Scenario
 from .answers import AnswerInvalid, parse_json_content, schema_violations
 from .base import Evaluation, EvaluationContext, Evaluator, Judge
 from .judge import JudgeVerdict
-from .panel import PanelVerdict
+from .panel import NoVerdict, PanelVerdict
 
 if TYPE_CHECKING:
     from ..suite.resources import CrisisResources
@@ -80,10 +80,12 @@ class CheckOutcome:
     status: Status
     reason: str
     evaluation: Evaluation | None = None
+    undecided: PanelVerdict | None = None  # the judges' rulings when they reached no verdict
+    raw: str | None = None  # the unusable answer of a judge that erred
 
     @property
     def panel(self) -> PanelVerdict | None:
-        return self.evaluation.judge if self.evaluation is not None else None
+        return self.evaluation.judge if self.evaluation is not None else self.undecided
 
     @property
     def judged(self) -> bool:
@@ -170,7 +172,10 @@ def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -
     try:
         result = evaluator.evaluate(context)
     except CallError as exc:  # JudgeError included: this check has no verdict
-        return CheckOutcome(check.name, check.spec.type, check.role, Status.ERROR, exc.reason)
+        panel = exc.panel if isinstance(exc, NoVerdict) else None
+        return CheckOutcome(
+            check.name, check.spec.type, check.role, Status.ERROR, exc.reason, undecided=panel, raw=exc.raw
+        )
     status = Status.PASSED if result.passed else Status.FAILED
     return CheckOutcome(check.name, check.spec.type, check.role, status, result.reason, result)
 
@@ -188,6 +193,9 @@ def _combine(outcomes: tuple[CheckOutcome, ...], answer: Any) -> CaseVerdict:
         reason = "; ".join(f"[{c.name}] {c.reason}" for c in shown)
     details: dict[str, Any] = dict(label.details) if label is not None else {}
     details["checks"] = [c.to_dict() for c in outcomes]
+    raw = next((c.raw for c in errors if c.raw is not None), None)
+    if status is Status.ERROR and raw is not None:
+        details["judge_raw"] = raw  # shown in the report as the judge's raw answer
     return CaseVerdict(
         status,
         reason,

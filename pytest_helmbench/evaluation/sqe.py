@@ -14,7 +14,7 @@ from typing import Any
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
 from ..suite.model import Scenario
 from .base import Evaluation, EvaluationContext, Evaluator, answer_field
-from .judge import JudgeError
+from .panel import NoVerdict
 
 
 class StructuredQualitative(Evaluator):
@@ -37,7 +37,7 @@ class StructuredQualitative(Evaluator):
         text = str(context.answer.get(name, "")) if name and isinstance(context.answer, dict) else None
         panel = context.ask_judge(criteria, text if text is not None else context.response.content or "")
         if panel.passed is None:
-            raise JudgeError(f"no verdict from the judges ({panel.policy}): {panel.summary()}")
+            raise NoVerdict(panel)
         if criteria.atomic:
             expected: Any = {c.id: c.pass_answer for c in criteria.checks}
             actual: Any = [dict(v.answers) for v in panel.answered]

@@ -43,12 +43,17 @@ class JudgePanel:
 
     def ask(self, criteria: Criteria, prompt: str, text: str, outcome: Outcome, repeat: int) -> PanelVerdict:
         """Every judge's verdict on `text`, combined by the run's policy."""
+        if not self.settings.marking_models:
+            raise CallError(
+                "no marking model for this judged check: "
+                "set marking_model in models.yml or --helmbench-marking-model"
+            )
         verdicts: list[JudgeVerdict | JudgeFailure] = []
         for judge in self.settings.marking_models:
             try:
                 verdicts.append(self._one(judge, criteria, prompt, text, outcome, repeat))
             except JudgeError as exc:
-                verdicts.append(JudgeFailure(judge.id, exc.reason))
+                verdicts.append(JudgeFailure(judge.id, exc.reason, raw=exc.raw))
         votes = [v.passed if isinstance(v, JudgeVerdict) else None for v in verdicts]
         return PanelVerdict(
             self.settings.judge_policy, tuple(verdicts), decide(self.settings.judge_policy, votes)
@@ -81,11 +86,6 @@ class JudgePanel:
                 self.board.stop(judge.id, f"as the marking model: {exc.reason}")
                 raise
 
-        if not self.settings.marking_models:
-            raise CallError(
-                "no marking model for this judged check: "
-                "set marking_model in models.yml or --helmbench-marking-model"
-            )
         return run_judge(send, criteria, prompt, text, judge.id)
 
     def confirm(
