@@ -118,7 +118,9 @@ def parse_checks(
     for index, item in enumerate(raw, 1):
         if not isinstance(item, dict) or "type" not in item:
             raise BenchmarkError(
-                path, f"checks item {index} must be a mapping with a 'type'", fix="see README"
+                path,
+                f"checks item {index} must be a mapping with a 'type'",
+                fix="write e.g. '  - {type: sqe, criteria: reply-criteria.md, field: response}'",
             )
         kind = item["type"]
         if kind not in names:
