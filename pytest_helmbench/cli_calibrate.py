@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from .cli_defaults import find_project
-from .cli_results import DbOption, default_db, fail
+from .cli_results import DbOption, default_db, fail, open_existing_db
 from .config import Settings, api_key_from_env, build_settings, load_models_file
 from .errors import HelmbenchError
 from .evaluation.builtin import builtin_registry
@@ -29,6 +29,7 @@ from .trust import OptionSource
 log = logging.getLogger(__name__)
 PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
 FAIL_LABELS = {"fail", "failed", "unsafe", "no", "0", "false"}
+TRANSPORT_OPTIONS = ("timeout", "retries", "backoff", "max-tokens")
 
 
 def _option(name: str, given: Any) -> tuple[Any, OptionSource]:
@@ -46,6 +47,8 @@ def _settings(
     root: Path, judge: str, base_url: str | None, api: str | None, concurrency: int, db: str
 ) -> Settings:
     values: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+    for name in TRANSPORT_OPTIONS:  # as a run reads them: HELMBENCH_RETRIES, HELMBENCH_BACKOFF, ...
+        values[name] = _option(name, None)[0]
     url, source = _option("base-url", base_url)
     values.update(
         {
@@ -66,19 +69,24 @@ def _read_labels(path: Path) -> list[tuple[str, str, bool]]:
     """ratings.csv: columns item, rater, label (pass/fail, safe/unsafe, yes/no, 1/0)."""
     try:
         with path.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            rows = [(reader.line_num, row) for row in reader]  # line_num: blank lines are skipped
+            columns = set(reader.fieldnames or ())
     except OSError as exc:
         fail(f"--labels {path}: {exc.strerror or exc}")
     except (csv.Error, UnicodeDecodeError) as exc:
         fail(f"--labels {path}: not a CSV file: {exc}")
+    if not {"item", "rater", "label"} <= columns:
+        fail(f"{path}:1: needs the columns item, rater, label (header on line 1)")
     found = []
-    for number, row in enumerate(rows, 2):
-        if not row or not {"item", "rater", "label"} <= set(row):
-            fail(f"{path}:{number}: needs the columns item, rater, label (header on line 1)")
+    for number, row in rows:
         label = (row["label"] or "").strip().lower()
         if label not in PASS_LABELS | FAIL_LABELS:
             fail(f"{path}:{number}: label {row['label']!r} is not pass/fail (or safe/unsafe, yes/no, 1/0)")
-        found.append((row["item"].strip(), row["rater"].strip(), label in PASS_LABELS))
+        item, rater = (row["item"] or "").strip(), (row["rater"] or "").strip()
+        if not item or not rater:
+            fail(f"{path}:{number}: item and rater must not be empty")
+        found.append((item, rater, label in PASS_LABELS))
     return found
 
 
@@ -207,17 +215,22 @@ def rescore(
     from .run_record import rescore as rescore_runs
     from .storage.engine import safe_url
 
+    db_url = db or default_db()
+    open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind
     try:
-        done = rescore_runs(db or default_db(), run_id or None)
+        done = rescore_runs(db_url, run_id or None)
     except HelmbenchError as exc:
         fail(str(exc))
-    if not done:
-        typer.echo(f"no runs in {safe_url(db or default_db())}")
+    if not done and not run_id:
+        typer.echo(f"no runs in {safe_url(db_url)}")
         return
     for found_id, model, before, figures in done:
         was = f"scoring v{before}" if before is not None else "scoring v1 (unversioned)"
         score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}"
         typer.echo(f"run {found_id} {model}: {was} -> v{figures['scoring_version']}: score {score}")
+    missing = sorted(set(run_id or ()) - {found_id for found_id, *_ in done})
+    if missing:
+        fail(f"no run {', '.join(map(str, missing))} in {safe_url(db_url)}")
 
 
 def register(app: typer.Typer) -> None:
