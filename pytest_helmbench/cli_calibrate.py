@@ -153,6 +153,9 @@ def calibrate(
                     for r in rated
                 ]
                 figures = calibration_figures(ratings)
+                if not figures["overall"]["n"]:  # an outage must not replace the judge's last figures
+                    first = next((r.error for r in rated if r.error), "no verdict")
+                    fail(f"{judge.id} gave no verdict on any of {len(rated)} items ({first}); nothing stored")
                 if human is not None:
                     figures["human"] = human_figures(human, {r.item.id: r.judge_passed for r in rated})
                 labellers = sorted({i.labeller for i in chosen})

@@ -611,3 +611,15 @@ def test_a_benchmark_without_calibration_items_says_so(small_bench, tmp_path):
     shutil.rmtree(small_bench / "calibration")
     result = calibrate(small_bench, f"sqlite:///{tmp_path / 'cal.db'}", "--marking-model", "oracle/judge")
     assert result.exit_code == 1 and "no calibration items" in result.output
+
+
+def test_a_judge_that_never_answers_stores_nothing(small_bench, helm_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_RETRIES", "0")
+    db_url = f"sqlite:///{tmp_path / 'cal.db'}"
+    assert calibrate(small_bench, db_url, "--marking-model", "oracle/judge").exit_code == 0
+    helm_env.add_rule(reply=Reply.error(500))
+    result = calibrate(small_bench, db_url, "--marking-model", JUDGE, "--base-url", helm_env.base_url)
+    assert result.exit_code == 1
+    assert f"error: {JUDGE} gave no verdict on any of 11 items (" in result.output
+    assert "HTTP 500" in result.output and result.output.rstrip().endswith("nothing stored")
+    assert [row.judge for row in stored_calibrations(db_url)] == ["oracle/judge"]
