@@ -410,7 +410,7 @@ def test_calibrate_oracle_judge_on_the_shipped_benchmark_stores_perfect_figures(
     assert row.label_set_hash == label_set_hash(chosen)
     assert row.rubric_hashes == sorted({rubrics[(i.scenario, i.rubric)].hash for i in chosen})
     assert len(row.rubric_hashes) == len({(i.scenario, i.rubric) for i in chosen})
-    assert row.benchmark_version == loader.info().version
+    assert row.benchmark_version == loader.info().version and row.created_at is not None
     overall = row.figures["overall"]
     assert (overall["n"], overall["n_errors"]) == (40, 0)
     for name in ("kappa", "ac1", "sensitivity", "specificity"):
