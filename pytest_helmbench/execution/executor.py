@@ -150,7 +150,7 @@ class Executor:
                 prompt.text,
                 response,
                 lambda c, p, t: self._ask(panel, asked, c, p, t, outcome, repeat),
-                locale=_locale(case),
+                locale=case.locale,
                 resources=self.resources,
             )
             self._record(outcome, verdict)
@@ -260,14 +260,6 @@ class Executor:
         outcome.cost_usd = response.cost_usd
         outcome.finish_reason = response.finish_reason
         outcome.attempts = response.attempts
-
-
-def _locale(case: Case) -> str | None:
-    """The case's locale: its user context's `locale:` (None without one)."""
-    if case.user_context is None:
-        return None
-    value = case.user_context.meta.get("locale")
-    return str(value) if value else None
 
 
 def _total(values: list[Any]) -> Any:

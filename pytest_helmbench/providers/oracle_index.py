@@ -100,9 +100,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
         scenarios[scenario.code] = scenario
         parts.append((scenario.code, scenario.hash, _references_part(references)))
         for case in expand(scenario, [""]):
-            context = case.user_context
-            locale = context.meta.get("locale") if context is not None else None
-            entry = CaseEntry(case.code, scenario, references, str(locale) if locale else None)
+            entry = CaseEntry(case.code, scenario, references, case.locale)
             index.cases.setdefault(prompt_key(compose(case).text), []).append(entry)
         if references is not None:
             _add_references(index, scenario, references)

@@ -23,6 +23,15 @@ class Case:
     model: str
 
     @cached_property
+    def locale(self) -> str | None:
+        """Where the user is: what the conversation says first (the perturbation's `locale:`, then
+        the scenario's), else the user context's stored profile; None when nothing says."""
+        for meta in (self.perturbation.meta, self.scenario.meta, self.user_context and self.user_context.meta):
+            if meta and meta.get("locale"):
+                return str(meta["locale"])
+        return None
+
+    @cached_property
     def code(self) -> str:
         parts = [self.scenario.code, self.condition.code]
         if self.user_context is not None:

@@ -243,13 +243,15 @@ class BenchmarkLoader:
         checks = self._checks(folder, md_path, meta, response_format, evaluation, criteria)
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
-        if any(getattr(self.evaluation_types.get(c.spec.type), "needs_resources", False) for c in checks):
-            resources = require_resources(self.resources(), self.root, md_path)
-            for context in user_contexts:  # a locale the resources do not list could never be checked
-                if "locale" in context.meta:
-                    resources.require_locale(context.meta["locale"], context.source, context.line)
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
         perturbations = tuple(found[1]) if found else ()
+        if any(getattr(self.evaluation_types.get(c.spec.type), "needs_resources", False) for c in checks):
+            resources = require_resources(self.resources(), self.root, md_path)
+            for part in (*user_contexts, *perturbations):  # a locale the resources do not list: uncheckable
+                if "locale" in part.meta:
+                    resources.require_locale(part.meta["locale"], part.source, part.line)
+            if "locale" in meta:
+                resources.require_locale(meta["locale"], md_path)
         if not conditions:
             raise BenchmarkError(
                 md_path,
