@@ -128,6 +128,13 @@ def test_stratified_subset_of_the_shipped_set_covers_every_rubric_pass_and_fail(
     assert len(every) == 2 * len(rubrics), "the shipped set has a passing and a failing reply per rubric"
     chosen = stratified(items, len(every), gold)
     assert {(i.scenario, i.rubric, gold(i)) for i in chosen} == every
+    small = stratified(items, 20, gold)  # 10 rubrics, each with a passing and a failing reply
+    taken = {(i.scenario, i.rubric) for i in small}
+    assert len(taken) == 10 and {(i.scenario, i.rubric, gold(i)) for i in small} == {
+        (s, r, g) for s, r in taken for g in (True, False)
+    }
+    pillars = {s.split("-")[0] for s, _ in taken}
+    assert len(pillars) >= 3, f"a small subset spreads over the benchmark, not its first scenarios: {taken}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,7 +532,7 @@ def test_calibrate_the_embedded_local_model_on_a_stratified_subset(tmp_path, mon
     assert (row.judge, row.n_items, row.labeller) == ("local/smollm2", 6, "authors")
     overall = row.figures["overall"]
     assert overall["n"] + overall["n_errors"] == 6
-    assert len(row.figures["rubrics"]) == len(row.rubric_hashes) == 6, "six strata: six rubrics"
+    assert len(row.figures["rubrics"]) == len(row.rubric_hashes) == 3, "six strata: 3 rubrics, pass and fail"
 
 
 def test_calibrate_with_human_ratings_reports_and_stores_rater_figures(small_bench, helm_env, tmp_path):

@@ -66,9 +66,10 @@ def stratified(
     strata: dict[tuple[str, str, bool], list[CalibrationItem]] = defaultdict(list)
     for item in items:
         strata[(item.scenario, item.rubric, gold(item))].append(item)
-    queues = [
-        sorted(v, key=lambda i: hashlib.sha256(i.id.encode()).hexdigest()) for _, v in sorted(strata.items())
-    ]
+    # rubrics in pseudo-random order (a small subset spreads over the benchmark), each rubric's passing
+    # and failing strata next to each other (an even subset has both verdicts of every rubric it takes)
+    order = sorted(strata, key=lambda k: (_digest(f"{k[0]}/{k[1]}"), k[2]))
+    queues = [sorted(strata[k], key=lambda i: _digest(i.id)) for k in order]
     chosen: list[CalibrationItem] = []
     while len(chosen) < limit and any(queues):
         for queue in queues:
