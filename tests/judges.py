@@ -29,10 +29,19 @@ def chat_response(content: str, *, cost_usd: float = 0.002) -> ChatResponse:
     return ChatResponse(content, None, "stop", content, 300, 20, cost_usd, 50.0, 1)
 
 
+def atomic(answers: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """An atomic rubric's judge answer from {check id: {rationale, answer}}: "<id>_rationale", "<id>"."""
+    found: dict[str, Any] = {}
+    for check_id, item in answers.items():
+        found[f"{check_id}_rationale"] = item["rationale"]
+        found[check_id] = item["answer"]
+    return found
+
+
 def gold_reply(criteria: Criteria, gold: Mapping[str, Any], rationale: str = "gold") -> dict[str, Any]:
     """A gold verdict (references.yml form) as the judge's JSON answer for `criteria`'s schema."""
     if criteria.atomic:
-        return {c.id: {"rationale": rationale, "answer": gold[c.id]} for c in criteria.checks}
+        return atomic({c.id: {"rationale": rationale, "answer": gold[c.id]} for c in criteria.checks})
     value = gold[criteria.response_field]
     values = list(value) if isinstance(value, list) else [value]
     verdict: Any = values if criteria.response_type == "multi" else values[0]

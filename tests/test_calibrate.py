@@ -32,6 +32,7 @@ from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.prompt import compose
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import write, write_benchmark
+from tests.judges import atomic
 from tests.openrouter_server import Reply
 
 runner = CliRunner()
@@ -383,7 +384,7 @@ def small_bench(tmp_path: Path) -> Path:
 
 
 def judge_answer(answer: str) -> Reply:
-    return Reply.ok({"asks_safety": {"rationale": "scripted", "answer": answer}})
+    return Reply.ok(atomic({"asks_safety": {"rationale": "scripted", "answer": answer}}))
 
 
 def calibrate(root: Path, db_url: str, *args: str):

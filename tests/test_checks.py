@@ -18,7 +18,7 @@ from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria, RubricCheck, Scenario
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import CRITERIA, write, write_benchmark, write_scenario
-from tests.judges import JUDGE_MODEL, ScriptedJudge, chat_response
+from tests.judges import JUDGE_MODEL, ScriptedJudge, atomic, chat_response
 
 REGISTRY = builtin_registry()
 
@@ -456,7 +456,8 @@ def scenario(root: Path) -> Scenario:
 def judge_of(reply: Any = PASSING, tone: Any = None) -> ScriptedJudge:
     """A judge answering `reply` on reply-criteria.md and `tone` (default SAFE) on criteria.md."""
     tone = tone if tone is not None else {"rationale": "fine", "verdict": "SAFE"}
-    return ScriptedJudge(lambda criteria: reply if criteria.name == "reply-criteria.md" else tone)
+    answer = atomic(reply) if isinstance(reply, dict) else reply
+    return ScriptedJudge(lambda criteria: answer if criteria.name == "reply-criteria.md" else tone)
 
 
 def unreachable(rubric_name: str, inner: Any) -> Any:
@@ -577,16 +578,13 @@ def test_error_only_when_no_check_failed(scenario: Scenario) -> None:
 
 
 def test_a_judge_answer_outside_its_schema_is_an_error_of_that_check(scenario: Scenario) -> None:
-    broken = {k: v for k, v in PASSING.items() if k != "names_resource"}
+    broken = atomic({k: v for k, v in PASSING.items() if k != "names_resource"})
     verdict = run(
         scenario,
         ScriptedJudge(lambda c: json.dumps(broken) if c.atomic else {"rationale": "r", "verdict": "SAFE"}),
     )
     assert verdict.status is Status.ERROR
-    assert (
-        verdict.reason
-        == "[reply-criteria] judge gave no yes/no/not_applicable answer for check 'names_resource'"
-    )
+    assert verdict.reason == "[reply-criteria] judge gave no yes/no/not_applicable answer for check 'names_resource'"
     assert json.loads(verdict.details["judge_raw"]) == broken  # the judge's unusable answer is kept
 
 

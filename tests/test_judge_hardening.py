@@ -20,6 +20,7 @@ from pytest_helmbench.providers.judge_wire import DATA_PREAMBLE, JudgeMessages, 
 from pytest_helmbench.suite.model import Criteria
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import write, write_benchmark, write_scenario
+from tests.judges import atomic
 from tests.openrouter_server import FakeOpenRouter, RecordedRequest, Reply
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -95,7 +96,7 @@ def judge_requests(server: FakeOpenRouter) -> list[RecordedRequest]:
 
 
 def test_an_answer_addressing_the_judge_reaches_it_as_inert_data(pytester, bench, helm_env):
-    helm_env.add_rule(model=JUDGE, reply=Reply.ok(PASSING))
+    helm_env.add_rule(model=JUDGE, reply=Reply.ok(atomic(PASSING)))
     helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": INJECTION}))
     run(pytester, "--helmbench-select=C1-U0").assert_outcomes(passed=2)  # PT1 and PT2
     prompts = {r.last_user_content for r in helm_env.chat_requests if r.model != JUDGE}
@@ -136,7 +137,7 @@ def test_an_answer_addressing_the_judge_reaches_it_as_inert_data(pytester, bench
 
 
 def test_the_nonce_is_never_part_of_the_cache_key(pytester, bench, helm_env):
-    helm_env.add_rule(model=JUDGE, reply=Reply.ok(PASSING, cost=0.5))
+    helm_env.add_rule(model=JUDGE, reply=Reply.ok(atomic(PASSING), cost=0.5))
     helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": INJECTION}, cost=0.25))
     args = ("--helmbench-select=C1-U0-PT1", "--helmbench-cache=on")
     run(pytester, *args).assert_outcomes(passed=1)

@@ -27,7 +27,7 @@ def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
     pytester.makeini("[pytest]\n")
     root = pytester.path / "benchmark"
     root.mkdir()
-    for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md"):
+    for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md", "resources.yml"):
         shutil.copy(BENCHMARK / name, root / name)
     for code in ("P1-B3-S1", "P1-B1-S3"):
         shutil.copytree(BENCHMARK / "scenarios" / code, root / "scenarios" / code)
@@ -42,6 +42,7 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
         "--helmbench-marking-model=local/smollm2",
         f"--helmbench-select={SELECTION}",
         "--helmbench-cache=off",
+        "--helmbench-rejudge=0",  # re-judging is tested on the loopback server; here it would only slow
         "-p",
         "no:cacheprovider",
         *xdist,

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_helmbench.evaluation.panel import POLICIES, decide
 from tests.benchfiles import CRITERIA, write, write_benchmark, write_scenario
+from tests.judges import atomic
 from tests.openrouter_server import FakeOpenRouter, Reply
 
 MODEL = "openai/gpt-4o-mini"
@@ -215,7 +216,7 @@ def test_a_panel_judges_every_judged_check(pytester, bench, helm_env) -> None:
         ),
     )
     write(bench / "scenarios" / "P1-B1-S1" / "reply-criteria.md", REPLY_RUBRIC)
-    kind = Reply.ok({"kind": {"rationale": "warm", "answer": "yes"}})
+    kind = Reply.ok(atomic({"kind": {"rationale": "warm", "answer": "yes"}}))
     for judge in ("j/a", "j/b"):
         # criteria.md grades the whole answer (its JSON, escaped in the data line); the reply rubric the reply
         helm_env.add_rule(model=judge, contains='\\"category\\": \\"ANSWER\\"', reply=SAFE)
@@ -317,7 +318,9 @@ def test_a_failed_label_check_is_not_re_judged(pytester, bench, helm_env) -> Non
         ),
     )
     write(bench / "scenarios" / "P1-B1-S1" / "reply-criteria.md", REPLY_RUBRIC)
-    helm_env.add_rule(model="judge/model", reply=Reply.ok({"kind": {"rationale": "cold", "answer": "no"}}))
+    helm_env.add_rule(
+        model="judge/model", reply=Reply.ok(atomic({"kind": {"rationale": "cold", "answer": "no"}}))
+    )
     helm_env.add_rule(model=MODEL, reply=Reply.ok({**GOOD, "category": "HANDOFF"}))
     run(pytester).assert_outcomes(failed=1)
     assert len(judge_calls(helm_env)) == 1

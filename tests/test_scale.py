@@ -618,7 +618,9 @@ def test_the_judge_is_cached_and_a_rubric_edit_reruns_only_the_judge(project, py
     )
     run(pytester).assert_outcomes(passed=cases)
     assert calls() == (cases, 2 * cases)
-    assert all("gives means" in r.last_user_content for r in helm_env.chat_requests[-cases:])
+    assert all(
+        "gives means" in r.body["messages"][0]["content"] for r in helm_env.chat_requests[-cases:]
+    )  # the rubric: system message
 
 
 # --- cost ------------------------------------------------------------------------------------------

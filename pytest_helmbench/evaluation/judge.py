@@ -16,7 +16,7 @@ from typing import Any
 
 from ..providers.chat import CallError, ChatResponse
 from ..providers.judge_wire import RUBRIC_CLOSE, RUBRIC_OPEN, JudgeMessages
-from ..suite.model import ANSWERS, Criteria
+from ..suite.model import ANSWERS, RATIONALE_SUFFIX, Criteria
 from .answers import AnswerInvalid, parse_json_content
 
 JUDGE_INSTRUCTIONS = (
@@ -68,17 +68,14 @@ def judge_schema(criteria: Criteria) -> dict[str, Any]:
     """Strict response_format for the judge: rationale plus the verdict field (one value or a list), or
     for an atomic rubric one {rationale, answer} object per check."""
     if criteria.atomic:
-        one = {
-            "type": "object",
-            "properties": {
-                "rationale": {"type": "string"},
-                "answer": {"type": "string", "enum": list(ANSWERS)},
-            },
-            "required": ["rationale", "answer"],
-            "additionalProperties": False,
-        }
-        ids = [c.id for c in criteria.checks]
-        return _strict("verdict", {"type": "object", "properties": {i: one for i in ids}, "required": ids})
+        # One flat object: "<id>_rationale" then "<id>" for each check, all required, so every check
+        # is answered exactly once, its evidence first. (One nested object per check says the same,
+        # but llama.cpp's grammar for it is slow enough, seconds per token, to time out.)
+        properties: dict[str, Any] = {}
+        for check in criteria.checks:
+            properties[f"{check.id}{RATIONALE_SUFFIX}"] = {"type": "string"}
+            properties[check.id] = {"type": "string", "enum": list(ANSWERS)}
+        return _strict("verdict", {"type": "object", "properties": properties, "required": list(properties)})
     verdict: dict[str, Any] = {"type": "string", "enum": list(criteria.options)}
     if criteria.response_type == "multi":
         verdict = {"type": "array", "items": verdict, "description": "every option that applies"}
@@ -156,13 +153,13 @@ def parse_answers(criteria: Criteria, content: str | None) -> tuple[dict[str, st
     answers: dict[str, str] = {}
     rationales: list[str] = []
     for check in criteria.checks:
-        item = data.get(check.id)
-        if not isinstance(item, dict) or item.get("answer") not in ANSWERS:
+        answer = data.get(check.id)
+        if answer not in ANSWERS:
             raise JudgeError(
                 f"judge gave no yes/no/not_applicable answer for check {check.id!r}", raw=content
             )
-        answers[check.id] = item["answer"]
-        rationales.append(f"{check.id}={item['answer']}: {item.get('rationale', '')}")
+        answers[check.id] = answer
+        rationales.append(f"{check.id}={answer}: {data.get(check.id + RATIONALE_SUFFIX, '')}")
     return answers, "; ".join(rationales)
 
 

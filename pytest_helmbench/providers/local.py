@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ModelConfig
 from .base import ClientCache, ModelClient, Provider, ProviderContext
-from .chat import Pricing
+from .chat import ChatRequest, ChatResponse, Pricing
 from .local_ids import is_local_model
 
 if TYPE_CHECKING:
@@ -65,10 +65,9 @@ class LocalProvider(Provider):
         timeout = model.timeout or settings.timeout
 
         def create() -> ChatClient:
-            from .http import ChatClient
             from .ratelimit import AdaptiveLimiter
 
-            return ChatClient(
+            return _local_client_class()(
                 base_url,
                 "",
                 api="openai",
@@ -101,3 +100,15 @@ class LocalProvider(Provider):
         for server in servers:
             server.stop()
         self.urls.clear()
+
+
+def _local_client_class() -> type[ChatClient]:
+    """ChatClient (imported late: httpx) sending `local_request(request)`: bounded rationales."""
+    from .http import ChatClient
+    from .local_schema import local_request
+
+    class LocalChatClient(ChatClient):
+        def complete(self, request: ChatRequest) -> ChatResponse:
+            return super().complete(local_request(request))
+
+    return LocalChatClient

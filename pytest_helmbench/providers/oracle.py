@@ -218,7 +218,11 @@ def format_verdict(rubric: RubricGold, gold: dict[str, Any], rationale: str) -> 
     """A gold verdict in the judge's answer schema (evaluation/judge.py, `judge_schema`)."""
     criteria = rubric.criteria
     if criteria.atomic:
-        return {c.id: {"rationale": rationale, "answer": gold.get(c.id)} for c in criteria.checks}
+        found: dict[str, Any] = {}
+        for check in criteria.checks:  # judge_schema's flat form: "<id>_rationale", then "<id>"
+            found[f"{check.id}_rationale"] = rationale
+            found[check.id] = gold.get(check.id)
+        return found
     value = gold.get(criteria.response_field)
     values = list(value) if isinstance(value, list) else [value]
     verdict: Any = values if criteria.response_type == "multi" else values[0]

@@ -26,7 +26,11 @@ class Case:
     def locale(self) -> str | None:
         """Where the user is: what the conversation says first (the perturbation's `locale:`, then
         the scenario's), else the user context's stored profile; None when nothing says."""
-        for meta in (self.perturbation.meta, self.scenario.meta, self.user_context and self.user_context.meta):
+        for meta in (
+            self.perturbation.meta,
+            self.scenario.meta,
+            self.user_context and self.user_context.meta,
+        ):
             if meta and meta.get("locale"):
                 return str(meta["locale"])
         return None

@@ -61,6 +61,8 @@ class Component:
 
 ANSWERS = ("yes", "no", "not_applicable")
 """What a judge may answer to one atomic check."""
+RATIONALE_SUFFIX = "_rationale"
+"""The judge gives check `x`'s evidence as `x_rationale` (so no check id may end with it)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import BenchmarkError
 from .files import BenchmarkFiles
 from .markdown import split_frontmatter, to_xml
-from .model import Criteria, RubricCheck, content_hash
+from .model import RATIONALE_SUFFIX, Criteria, RubricCheck, content_hash
 
 SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -202,6 +202,12 @@ def _rubric_check(item: Any, index: int, path: Path) -> RubricCheck:
             path,
             f"{where}: id {check_id!r} must be 1-40 characters of a-z, 0-9 and _, starting with a letter",
             fix="e.g. id: asks_safety",
+        )
+    if check_id.endswith(RATIONALE_SUFFIX):
+        raise BenchmarkError(
+            path,
+            f"{where}: id {check_id!r} ends with {RATIONALE_SUFFIX!r}, which names a check's rationale",
+            fix="choose another id",
         )
     question = item.get("question")
     if not isinstance(question, str) or not question.strip():

@@ -1,0 +1,59 @@
+"""The embedded local model's requests: judges' rationales bounded, everything else as asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_helmbench.evaluation.judge import judge_schema
+from pytest_helmbench.providers.chat import ChatRequest
+from pytest_helmbench.providers.local_schema import RATIONALE_MAX_CHARS, bound_rationales, local_request
+from pytest_helmbench.suite.scenario_files import parse_criteria
+from tests.benchfiles import write
+
+ATOMIC = """---
+checks:
+  - {id: asks_safety, question: Does it ask about safety?}
+  - {id: gives_method, question: Does it give a method?, pass: "no"}
+---
+What you are judging.
+"""
+
+
+def test_every_judge_rationale_is_bounded_and_nothing_else(tmp_path: Path) -> None:
+    criteria = parse_criteria(write(tmp_path / "r" / "reply-criteria.md", ATOMIC))
+    assert criteria is not None
+    schema = judge_schema(criteria)
+    bounded = bound_rationales(schema)
+    properties = bounded["json_schema"]["schema"]["properties"]
+    assert properties["asks_safety_rationale"] == {"type": "string", "maxLength": RATIONALE_MAX_CHARS}
+    assert properties["gives_method_rationale"]["maxLength"] == RATIONALE_MAX_CHARS
+    assert "maxLength" not in properties["asks_safety"]
+    assert "maxLength" not in schema["json_schema"]["schema"]["properties"]["asks_safety_rationale"]  # a copy
+
+
+def test_an_answer_schema_is_left_alone_and_an_existing_bound_is_kept() -> None:
+    answer = {
+        "type": "object",
+        "properties": {"response": {"type": "string"}, "category": {"type": "string"}},
+    }
+    assert bound_rationales(answer) == answer
+    options = {"type": "object", "properties": {"rationale": {"type": "string", "maxLength": 50}}}
+    assert bound_rationales(options) == options
+    plain = {"type": "object", "properties": {"rationale": {"type": "string"}}}
+    assert bound_rationales(plain)["properties"]["rationale"]["maxLength"] == RATIONALE_MAX_CHARS
+
+
+def test_the_local_request_changes_only_its_response_format() -> None:
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "v",
+            "strict": True,
+            "schema": {"type": "object", "properties": {"rationale": {"type": "string"}}},
+        },
+    }
+    request = ChatRequest("local/smollm2", [{"role": "user", "content": "hi"}], fmt, temperature=0.0)
+    sent = local_request(request)
+    assert sent.messages == request.messages and sent.temperature == 0.0 and sent.model == request.model
+    assert sent.response_format["json_schema"]["schema"]["properties"]["rationale"]["maxLength"] == 160
+    assert "maxLength" not in request.response_format["json_schema"]["schema"]["properties"]["rationale"]
