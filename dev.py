@@ -33,7 +33,7 @@ BENCH_ARGS = (
     "--helmbench-marking-model=local/smollm2",
     "--helmbench-sample=30",
 )
-TEST_ARGS = ("tests", "-n", "2")
+TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
 USAGE = "usage: python3 dev.py {bench|test} [pytest args]"

@@ -88,3 +88,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'results.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests of the real local model share one xdist worker (run with `--dist loadgroup`): two
+    llama.cpp servers at once oversubscribe a 2-core machine, and its spinning threads then run
+    tens of times slower."""
+    for item in items:
+        if item.get_closest_marker("local_model") is not None:
+            item.add_marker(pytest.mark.xdist_group("local_model"))

@@ -57,7 +57,16 @@ def test_test_runs_lint_format_check_then_the_readme_command(tmp_path: Path) -> 
     lint, fmt, suite = dev.final_steps("test", venv, ["-m", "not local_model"])
     assert lint.argv == (str(venv / "bin" / "ruff"), "check", ".")
     assert fmt.argv == (str(venv / "bin" / "ruff"), "format", "--check", ".")
-    assert suite.argv == (str(venv / "bin" / "pytest"), "tests", "-n", "2", "-m", "not local_model")
+    assert suite.argv == (
+        str(venv / "bin" / "pytest"),
+        "tests",
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        "-m",
+        "not local_model",
+    )
 
 
 def test_bench_runs_the_readme_sample_command(tmp_path: Path) -> None:
