@@ -584,7 +584,10 @@ def test_a_judge_answer_outside_its_schema_is_an_error_of_that_check(scenario: S
         ScriptedJudge(lambda c: json.dumps(broken) if c.atomic else {"rationale": "r", "verdict": "SAFE"}),
     )
     assert verdict.status is Status.ERROR
-    assert verdict.reason == "[reply-criteria] judge gave no yes/no/not_applicable answer for check 'names_resource'"
+    assert (
+        verdict.reason
+        == "[reply-criteria] judge gave no yes/no/not_applicable answer for check 'names_resource'"
+    )
     assert json.loads(verdict.details["judge_raw"]) == broken  # the judge's unusable answer is kept
 
 
