@@ -40,6 +40,15 @@ sys.modules.setdefault("openrouter_server", openrouter_server)
 sys.modules.setdefault("benchfiles", benchfiles)
 
 
+@pytest.fixture(autouse=True)
+def _no_randomly(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-randomly (a dev dependency) stays out of the HELMBench sessions tests start (pytester,
+    subprocesses), which expect HELMBench's deterministic order; test_plugins_compat removes this."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS as it starts: set it after
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+
+
 @pytest.fixture
 def fake_openrouter() -> Iterator[FakeOpenRouter]:
     """A faithful OpenRouter stand-in on 127.0.0.1 that only accepts API_KEY."""
@@ -90,10 +99,32 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+LOCAL_MODEL_GROUP = "local_model"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests of the real local model share one xdist worker (run with `--dist loadgroup`): two
     llama.cpp servers at once oversubscribe a 2-core machine, and its spinning threads then run
-    tens of times slower."""
-    for item in items:
-        if item.get_closest_marker("local_model") is not None:
-            item.add_marker(pytest.mark.xdist_group("local_model"))
+    tens of times slower (the suite took 35 minutes instead of a few).
+
+    xdist 3.8 groups by suffixing `item._nodeid`, which pytest 9.2 no longer reads (the node id is
+    a structured `_id`), so its `xdist_group` mark is silently ignored there. This hook therefore
+    sets the suffix itself, the way xdist means it, on whichever attribute this pytest reads."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
+        return
+    local = [item for item in items if item.get_closest_marker("local_model") is not None]
+    for item in local:
+        if "@" not in item.nodeid:
+            _join_xdist_group(item, LOCAL_MODEL_GROUP)
+    # First in the queue: one worker starts the long local-model group while the other takes the rest.
+    items[:] = local + [item for item in items if item.get_closest_marker("local_model") is None]
+
+
+def _join_xdist_group(item: pytest.Item, group: str) -> None:
+    grouped = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):  # pytest >= 9.2: a NodeId, whose string form round-trips
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(grouped)
+    else:
+        item._nodeid = grouped

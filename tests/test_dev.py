@@ -87,3 +87,15 @@ def test_venv_env_puts_the_venv_first(tmp_path: Path) -> None:
     env = dev.venv_env(tmp_path)
     assert env["VIRTUAL_ENV"] == str(tmp_path)
     assert env["PATH"].split(":")[0] == str(tmp_path / "bin")
+
+
+def test_real_local_model_tests_share_one_xdist_worker(request: pytest.FixtureRequest) -> None:
+    """Under the suite's own command (`-n 2 --dist loadgroup`) every local-model test carries the
+    `local_model` group in its node id, so xdist sends them all to one worker: two llama.cpp servers
+    at once made the suite take 35 minutes instead of a few."""
+    local = [i for i in request.session.items if i.get_closest_marker("local_model")]
+    if not local:
+        pytest.skip("no local-model test selected in this session")
+    if not getattr(request.config.option, "loadgroup", False):  # set on xdist's workers
+        pytest.skip("only meaningful under --dist loadgroup")
+    assert all(i.nodeid.endswith("@local_model") for i in local), [i.nodeid for i in local]
