@@ -5,12 +5,13 @@ The benchmark commands live here; those on the results database in cli_results.p
 from __future__ import annotations
 
 import json
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
 import typer
 
-from . import cli_calibrate, cli_results
+from . import cli_calibrate, cli_init, cli_results
 from .cli_defaults import ConfigFileError, find_project
 from .cli_results import fail
 from .errors import HelmbenchError
@@ -23,8 +24,37 @@ from .suite.prompt import compose
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
     no_args_is_help=True,
-    add_completion=False,
 )
+
+
+def package_version() -> str:
+    """The installed distribution's version (what pip and the wheel say), else the source tree's."""
+    try:
+        return version("pytest-helmbench")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from . import __version__
+
+        return __version__
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"helmbench {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        callback=show_version,
+        is_eager=True,
+        help="Print `helmbench <version>` and exit.",
+    ),
+) -> None:
+    """HELMBench: mental-health safety evaluation of LLMs (a pytest plugin)."""
+
 
 RootOption = typer.Option(
     None,
@@ -62,6 +92,17 @@ def load_all(root: Path) -> tuple[list[Scenario], list[str]]:
     return scenarios, problems
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def count_line(cases: int, matched: int, loaded: int, prefix: str | None) -> str:
+    """`list`'s summary: the scenarios that hold the listed cases, out of those loaded when filtered."""
+    if not prefix:
+        return f"{plural(cases, 'case')} in {plural(loaded, 'scenario')}"
+    return f"{plural(cases, 'case')} in {matched} of {plural(loaded, 'scenario')} (matching {prefix})"
+
+
 @app.command("list")
 def list_cases(
     prefix: str | None = typer.Argument(
@@ -78,7 +119,7 @@ def list_cases(
         selectors = parse_selectors([prefix]) if prefix else []
     except ValueError as exc:
         fail(str(exc))
-    total = 0
+    total = matched = 0
     for scenario in scenarios:
         cases = [
             c
@@ -86,13 +127,14 @@ def list_cases(
             if not selectors or any(s.matches(c.segments) for s in selectors)
         ]
         total += len(cases)
+        matched += bool(cases)
         if scenarios_only and cases:
             typer.echo(f"{scenario.code}\t{len(cases)} cases\t{scenario.evaluation.type}\t{scenario.title}")
         elif not scenarios_only:
             for case in cases:
                 typer.echo(case.code)
     typer.echo(
-        f"{total} cases in {len(scenarios)} scenarios"
+        count_line(total, matched, len(scenarios), prefix)
         + (f"; {len(problems)} scenario(s) failed to load" if problems else ""),
         err=True,
     )
@@ -227,6 +269,7 @@ def estimate(
 
 cli_results.register(app)
 cli_calibrate.register(app)
+cli_init.register(app)
 
 
 def main() -> None:

@@ -121,6 +121,7 @@ def calibrate(
     from .execution.budget import StopBoard
     from .execution.calibrate import gold_passes, rate_items, stratified
     from .providers.pool import ClientPool
+    from .providers.progress import showing, stream_progress
     from .reporting.calibration_figures import Rating, calibration_figures, calibration_line, human_figures
     from .storage.calibration_store import CalibrationRecord, save_calibration
     from .storage.engine import make_engine, safe_url, upgrade
@@ -145,7 +146,8 @@ def calibrate(
     with tempfile.TemporaryDirectory(prefix="helmbench-calibrate-") as folder:
         board = StopBoard(Path(folder), cross_process=False)
         try:
-            clients.prepare(settings.judge_ids)
+            with showing(stream_progress()):  # a local judge's download and start, on standard error
+                clients.prepare(settings.judge_ids)
             for judge in settings.marking_models:
                 rated = rate_items(settings, clients, board, chosen, scenarios, judge)
                 ratings = [

@@ -23,7 +23,7 @@ from typing import Any
 
 import iniconfig
 
-DEFAULT_ROOT = "benchmark"
+from .benchmark_root import BenchmarkRoot, resolve_root
 
 
 class ConfigFileError(Exception):
@@ -87,10 +87,14 @@ class ProjectDefaults:
     ini: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def benchmark(self) -> BenchmarkRoot:
+        """The plugin's rule (benchmark_root.py): ini helmbench_root, else the project's `benchmark/`,
+        else the installed benchmark (a `helmbench` command always asks for HELMBench explicitly)."""
+        return resolve_root(self.base_dir, str(self.ini.get("helmbench_root") or ""), explicit=True)
+
+    @property
     def root(self) -> Path:
-        """The benchmark root: ini helmbench_root (default `benchmark`), relative to the base folder."""
-        value = str(self.ini.get("helmbench_root") or "").strip() or DEFAULT_ROOT
-        return self.base_dir / value
+        return self.benchmark.path
 
     @property
     def db_url(self) -> str:

@@ -6,19 +6,19 @@ new file), so a typo in --db or a command run in the wrong folder leaves no empt
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from sqlmodel import Session, select
 
 from .cli_defaults import ConfigFileError, find_project
 from .config import parse_ttl
-from .storage.engine import StorageError, open_existing, safe_url, stamp, upgrade
-from .storage.tables import LLM, EvaluationRun
 
 if TYPE_CHECKING:
     import sqlalchemy.engine
+
+    from .storage.tables import LLM, EvaluationRun
 
 RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
 DbOption = typer.Option(
@@ -26,6 +26,17 @@ DbOption = typer.Option(
     "--db",
     help="SQLAlchemy URL (default: the plugin's: $HELMBENCH_DB, ini helmbench_db, rootdir/helmbench.db)",
 )
+
+
+class ExportFormat(StrEnum):
+    """`helmbench export --format`: a click choice, so a bad value is a usage error listing these.
+
+    The same names as reporting.export.FORMATS (a test checks), kept here so that the command line
+    (and shell completion, which runs it on every TAB) loads no database library."""
+
+    csv = "csv"
+    json = "json"
+    jsonl = "jsonl"
 
 
 def default_db() -> str:
@@ -44,7 +55,9 @@ def fail(message: str) -> None:
 
 
 def db_upgrade(db: str | None = DbOption) -> None:
-    """Apply every pending Alembic migration."""
+    """Create the database, or apply its pending Alembic migrations (the only command that creates one)."""
+    from .storage.engine import StorageError, safe_url, upgrade
+
     url = db or default_db()
     try:
         upgrade(url)
@@ -55,6 +68,8 @@ def db_upgrade(db: str | None = DbOption) -> None:
 
 def db_stamp(db: str | None = DbOption) -> None:
     """Record the newest schema revision in a database whose tables have none (after checking them)."""
+    from .storage.engine import StorageError, stamp
+
     try:
         typer.echo(stamp(db or default_db()))
     except StorageError as exc:
@@ -64,6 +79,8 @@ def db_stamp(db: str | None = DbOption) -> None:
 def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
     """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
     from sqlalchemy.engine import make_url
+
+    from .storage.engine import StorageError, open_existing, safe_url
 
     url = db or default_db()
     try:
@@ -99,8 +116,13 @@ COST_COLUMNS = (  # (heading, width) after the run id and the model, whose width
 )
 
 
-def costs_lines(found: list[tuple[EvaluationRun, LLM]]) -> list[str]:
-    """The costs table, header first: the model column is as wide as the longest model id (never cut)."""
+def costs_lines(found: list[tuple[EvaluationRun, LLM]], unpriced: dict | None = None) -> list[str]:
+    """The costs table, header first: the model column is as wide as the longest model id (never cut).
+    A cost nobody reported is `unknown`, a sum with such calls `≥` (reporting/cost_text.py)."""
+    from .execution.unpriced import Unpriced
+    from .reporting.cost_text import usd_cell
+
+    unpriced = unpriced or {}
     width = max([len("model"), *(len(llm.model_id) for _, llm in found)])
     header = [f"{'run':>5}", f"{'model':<{width}}"]
     header += [f"{name:<{-size}}" if size < 0 else f"{name:>{size}}" for name, size in COST_COLUMNS]
@@ -109,9 +131,32 @@ def costs_lines(found: list[tuple[EvaluationRun, LLM]]) -> list[str]:
         total = run.cost_usd + run.judge_cost_usd
         counts = f"{run.passed_tests:>5} {run.failed_tests:>5} {run.error_tests:>5}"
         tokens = f"{run.prompt_tokens:>11} {run.completion_tokens:>10}"
-        usd = f"{run.cost_usd:>10.4f} {run.judge_cost_usd:>9.4f} {total:>10.4f}"
+        calls = unpriced.get(run.id, Unpriced())
+        model_usd = usd_cell(run.cost_usd, calls.model_calls)
+        judge_usd = usd_cell(run.judge_cost_usd, calls.judge_calls)
+        usd = f"{model_usd:>10} {judge_usd:>9} {usd_cell(total, calls.total):>10}"
         lines.append(f"{run.id:>5}  {llm.model_id:<{width}} {run.status:<11} {counts} {tokens} {usd}")
     return lines
+
+
+def cost_rows(
+    engine: sqlalchemy.engine.Engine, run_id: int | None, model: str | None
+) -> list[tuple[EvaluationRun, LLM]]:
+    """The runs with their model, oldest first, filtered by id and model id; disposes of the engine."""
+    from sqlmodel import Session, select
+
+    from .storage.tables import LLM, EvaluationRun
+
+    query = select(EvaluationRun, LLM).where(EvaluationRun.llm_id == LLM.id).order_by(EvaluationRun.id)
+    if run_id is not None:
+        query = query.where(EvaluationRun.id == run_id)
+    if model:
+        query = query.where(LLM.model_id == model)
+    try:
+        with Session(engine) as session:
+            return list(session.exec(query).all())
+    finally:
+        engine.dispose()
 
 
 def costs(
@@ -119,28 +164,34 @@ def costs(
     model: str | None = typer.Option(None, "--model", help="only this model"),
     db: str | None = DbOption,
 ) -> None:
-    """Print tokens and USD per run (model calls and judge calls apart) and the total."""
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            query = (
-                select(EvaluationRun, LLM).where(EvaluationRun.llm_id == LLM.id).order_by(EvaluationRun.id)
-            )
-            if run_id is not None:
-                query = query.where(EvaluationRun.id == run_id)
-            if model:
-                query = query.where(LLM.model_id == model)
-            found = list(session.exec(query).all())
-    finally:
-        engine.dispose()
+    """Print tokens and USD per run (model calls and judge calls apart) and the total.
+
+    An unknown --run-id is an error (exit 1): a script asking for one run's cost must not read an
+    empty table as "nothing spent"."""
+    from .storage.engine import safe_url
+
+    url = db or default_db()
+    found = cost_rows(open_existing_db(url), run_id, model)
+    if run_id is not None and not found:
+        fail(f"no run {run_id} in {safe_url(url)}" + (f" of model {model}" if model else ""))
     if not found:
-        filtered = " matching the filter" if run_id or model else ""
-        typer.echo(f"no runs in {safe_url(db or default_db())}{filtered}")
+        typer.echo(f"no runs in {safe_url(url)}" + (" matching the filter" if model else ""))
         return
-    for line in costs_lines(found):
+    from .execution.selection import subset_label
+    from .execution.unpriced import Unpriced
+    from .reporting.cost_text import run_notes, usd
+    from .storage.coverage import unpriced_by_run
+
+    unpriced = unpriced_by_run(open_existing_db(url), [run.id for run, _ in found])
+    for line in costs_lines(found, unpriced):
         typer.echo(line)
+    for run, _ in found:
+        calls = unpriced.get(run.id, Unpriced())
+        subset = subset_label(run.subset, run.selected_cases, run.benchmark_cases)
+        for line in run_notes(run.id, subset, calls.model_calls, calls.judge_calls):
+            typer.echo(line)
     grand = sum(run.cost_usd + run.judge_cost_usd for run, _ in found)
-    typer.echo(f"total: ${grand:.4f} over {len(found)} run(s)")
+    typer.echo(f"total: {usd(grand, sum(u.total for u in unpriced.values()))} over {len(found)} run(s)")
 
 
 def cache_prune(
@@ -151,7 +202,10 @@ def cache_prune(
     db: str | None = DbOption,
 ) -> None:
     """Delete response-cache entries (older than an age and/or of one model; neither: all of them)."""
+    from sqlmodel import Session
+
     from .storage.cache import prune
+    from .storage.engine import safe_url
 
     try:
         seconds = parse_ttl(older_than)
@@ -180,7 +234,10 @@ def report(
     """Write one self-contained HTML page comparing models and runs.
 
     By default the latest run of each model."""
+    from sqlmodel import Session
+
     from .reporting.html_report import render_report, summaries, summary_line
+    from .storage.engine import safe_url
     from .storage.queries import DatasetError, load_report_data
 
     engine = open_existing_db(db)
@@ -206,7 +263,9 @@ def report(
 
 
 def export_results(
-    fmt: str = typer.Option(..., "--format", help="csv, json (one list) or jsonl (one object per line)"),
+    fmt: ExportFormat = typer.Option(
+        ..., "--format", case_sensitive=False, help="csv, json (one list) or jsonl (one object per line)"
+    ),
     out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
     run_id: list[int] | None = RunIdOption,
     db: str | None = DbOption,
@@ -214,21 +273,21 @@ def export_results(
     """Write one row per stored Result (default: every run) for pandas and other tools."""
     import sys
 
-    from .reporting.export import FORMATS, export
+    from sqlmodel import Session
+
+    from .reporting.export import export
     from .storage.queries import DatasetError, resolve_run_ids
 
-    if fmt not in FORMATS:
-        fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     engine = open_existing_db(db)
     try:
         with Session(engine) as session:
             ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
             if out == "-":
-                count = export(session, fmt, sys.stdout, ids)  # type: ignore[arg-type]
+                count = export(session, fmt.value, sys.stdout, ids)  # type: ignore[arg-type]
                 sys.stdout.flush()
             else:
                 with open(out, "w", encoding="utf-8", newline="") as handle:
-                    count = export(session, fmt, handle, ids)  # type: ignore[arg-type]
+                    count = export(session, fmt.value, handle, ids)  # type: ignore[arg-type]
     except DatasetError as exc:
         fail(str(exc))
     except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
@@ -239,7 +298,8 @@ def export_results(
     finally:
         engine.dispose()
     typer.echo(
-        f"exported {count} result row(s) as {fmt} to {'standard output' if out == '-' else out}", err=True
+        f"exported {count} result row(s) as {fmt.value} to {'standard output' if out == '-' else out}",
+        err=True,
     )
 
 

@@ -108,15 +108,33 @@ class Settings:
             return Credential(KEY_ENV, self.api_key)
         return None
 
+    def key_optional(self, model: ModelConfig) -> bool:
+        """An OpenAI-compatible server other than OpenRouter (`--helmbench-api openai` with a base URL of
+        its own: Ollama, vLLM, llama.cpp, LM Studio) is called without OPENROUTER_API_KEY when it is
+        unset (with no Authorization header); a server that wants a key then answers 401, which stops
+        the model with that reason, never a silent dry run."""
+        return (model.api or self.api) == "openai" and not is_openrouter(model.base_url or self.base_url)
+
+    def missing_key(self, model: ModelConfig) -> str | None:
+        """The environment variable whose absence makes `model` (of a provider that needs a key) a dry
+        run, or None when its calls can be made."""
+        credential = self.credential(model)
+        if credential is None or credential.key:
+            return None
+        if credential.env == KEY_ENV and not model.api_key_env and self.key_optional(model):
+            return None
+        return credential.env
+
     def is_dry_run(self, *, needs_key: bool, model: ModelConfig | None = None) -> bool:
         """Nothing is sent with --helmbench-dry-run, or when a model whose provider needs a key is
-        meant to get one (`credential`) and its variable is not set."""
+        meant to get one (`credential`) and its variable is not set (`missing_key`)."""
         if self.dry_run:
             return True
         if not needs_key:
             return False
-        credential = self.credential(model) if model is not None else Credential(KEY_ENV, self.api_key)
-        return credential is not None and not credential.key
+        if model is None:
+            return not self.api_key
+        return self.missing_key(model) is not None
 
     def with_keys(self, model_keys: dict[str, Secret]) -> Settings:
         return replace(self, model_keys=model_keys)

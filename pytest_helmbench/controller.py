@@ -166,6 +166,7 @@ class ControllerHooks:
         state = self.state
         if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
+        from .report_hooks import session_notes
         from .storage.engine import safe_url
 
         stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
@@ -181,6 +182,7 @@ class ControllerHooks:
             max_cost=state.settings.max_cost,
             spent=spent,
             decision=state.decision,
+            notes=session_notes(state.config),  # subset runs, calls without a price (report_hooks.py)
         ):
             terminalreporter.write_line(line)
         for line in state.judge_lines:

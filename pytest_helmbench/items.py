@@ -15,7 +15,10 @@ import pytest
 
 from .config import DRY_RUN_REASON
 from .errors import HelmbenchError
-from .execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome
+from .execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
+from .execution.prefetch import held_back
+from .junit import REPORT_ATTRIBUTE, writes_properties
+from .plugins_compat import PYTEST_TIMEOUT, TIMEOUT_DETAIL, is_timeout, timeout_reason
 from .reporting.terminal import failure_text
 from .state import HelmbenchState
 from .status import Status
@@ -115,30 +118,29 @@ class CaseItem(pytest.Item):
         self.repeat = repeat
         self.prefetch: Future[Outcome] | None = None  # set when the call was submitted ahead (concurrency)
         self.outcome: Outcome | None = None
+        self.junit_outcome: list[tuple[str, str]] = []  # helmbench_status and _reason (shape_report)
+        self.replayed = False  # this attempt replays an earlier failed one (a rerun): nothing new to record
         self.add_marker(case_marker(case, repeat))
 
     def setup(self) -> None:
         # JUnit XML reads user properties from the teardown report: set them when the case runs, not
-        # at collection, where 20,000 items would each carry seven tuples they may never use.
-        case = self.case
-        if not any(name == "helmbench_code" for name, _ in self.user_properties):  # once, even when rerun
-            self.user_properties.extend(
-                [
-                    ("helmbench_code", case.code),
-                    ("helmbench_model", case.model),
-                    ("helmbench_scenario", case.scenario.code),
-                    ("helmbench_condition", case.condition.code),
-                    ("helmbench_user_context", case.user_context.code if case.user_context else ""),
-                    ("helmbench_perturbation", case.perturbation.code),
-                    ("helmbench_repeat", str(self.repeat)),
-                ]
-            )
+        # at collection, where 20,000 items would each carry seven tuples they may never use. Under
+        # xunit2 they go to <system-out> instead (junit.py): pytest would write invalid <properties>.
+        if writes_properties(self.config) and not any(n == "helmbench_code" for n, _ in self.user_properties):
+            self.user_properties.extend(self.junit_properties())  # once, even when rerun
         state = HelmbenchState.get(self.config)
         if state.is_dry_run(self.case.model):
             compose(self.case)
             pytest.skip(DRY_RUN_REASON)
+        if self.outcome is not None and self.outcome.status == Status.FAILED:
+            # A rerun (pytest-rerunfailures) of an unsafe answer: it stands; nothing is asked again.
+            self.replayed = True
+            return
+        self.outcome, self.replayed = None, False
         try:
-            if self.prefetch is not None:
+            # A prefetched call held back (the pool saw --maxfail failures first) is made here; waiting
+            # for one inside this try lets a timeout (pytest-timeout) interrupt it as the case's error.
+            if self.prefetch is not None and not held_back(self.prefetch):
                 self.outcome = self.prefetch.result()
             else:
                 self.outcome = state.executor.run(self.case, compose(self.case), self.nodeid, self.repeat)
@@ -150,6 +152,14 @@ class CaseItem(pytest.Item):
         except CaseError as exc:
             self.outcome = exc.outcome
             raise
+        except pytest.fail.Exception as exc:  # pytest-timeout (signal method) interrupted the call
+            if not is_timeout(exc):
+                raise
+            details = {TIMEOUT_DETAIL: PYTEST_TIMEOUT}
+            self.outcome = error_outcome(
+                state, self.case, self.repeat, self.nodeid, timeout_reason(exc), details
+            )
+            raise CaseError(self.outcome) from exc
         finally:
             self.prefetch = None
 
@@ -159,21 +169,105 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CaseFailed):
-            return failure_text(excinfo.value.outcome)
+            outcome = excinfo.value.outcome
+            return self.reason_repr(outcome.reason, failure_text(outcome))
         return super().repr_failure(excinfo, style=style)
+
+    def reason_repr(self, reason: str, text: str) -> Any:
+        """`text` as pytest shows a failure, with `reason` as its one-line message: the short summary
+        (-rA, and all of it on CI or with -vv), --tb=line and JUnit's message attribute show the reason
+        alone, at the scenario file; the full text (prompt, response) stays in the failure's section."""
+        from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
+
+        lines = [f"{line}\n" for line in text.split("\n")]
+        return ReprExceptionInfo(ReprTracebackNative(lines), ReprFileLocation(str(self.path), 1, reason))
+
+    def junit_properties(self) -> list[tuple[str, str]]:
+        """The case's JUnit metadata (the status and reason are added when it ends: `shape_report`)."""
+        case = self.case
+        return [
+            ("helmbench_code", case.code),
+            ("helmbench_model", case.model),
+            ("helmbench_scenario", case.scenario.code),
+            ("helmbench_condition", case.condition.code),
+            ("helmbench_user_context", case.user_context.code if case.user_context else ""),
+            ("helmbench_perturbation", case.perturbation.code),
+            ("helmbench_repeat", str(self.repeat)),
+        ]
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"{self.case.code} [{self.case.model}]"
+
+
+def error_outcome(
+    state: HelmbenchState,
+    case: Case,
+    repeat: int,
+    nodeid: str,
+    reason: str,
+    details: dict[str, Any] | None = None,
+) -> Outcome:
+    """The error Outcome of a case the executor did not finish (a timeout, a crashed worker)."""
+    prompt = compose(case)
+    return Outcome(
+        status=Status.ERROR,
+        reason=reason,
+        model=case.model,
+        case_code=case.code,
+        nodeid=nodeid,
+        prompt=prompt.text,
+        prompt_hash=prompt.hash,
+        provenance=provenance(case, state.loader.info()),
+        details=details or {},
+        repeat=repeat,
+        request_hash=state.executor.request_for(case, prompt, repeat)[2],
+    )
+
+
+def shape_report(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """What pytest shows of a case (plugin.pytest_runtest_makereport): an error's text starts with its
+    reason, as a failure's does; a skip (a dry run, a stopped model) points at the scenario file, not
+    at this module; JUnit XML gets the case's status and reason when it ends (see junit.py)."""
+    value = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(value, CaseError):
+        report.longrepr = item.reason_repr(value.outcome.reason, failure_text(value.outcome))
+    elif call.when == "setup" and isinstance(value, HelmbenchError):
+        header = f"HELMBench ERROR {item.case.code} [{item.case.model}]"
+        report.longrepr = item.reason_repr(str(value), f"{value}\n{header}")
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        report.longrepr = (str(item.path), 1, report.longrepr[2])
+    in_properties = writes_properties(item.config)
+    if call.when == "teardown":
+        if not in_properties:  # xunit2: junit.JunitHooks writes them into <system-out>
+            properties = [*item.junit_properties(), *item.junit_outcome]
+            setattr(report, REPORT_ATTRIBUTE, [[name, value] for name, value in properties])
+        return
+    if call.when == "call" or report.failed or report.skipped:  # the case's last report
+        if item.outcome is not None:
+            ended = (str(item.outcome.status), item.outcome.reason)
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            ended = (str(Status.SKIPPED), str(report.longrepr[2]).removeprefix("Skipped: "))
+        else:
+            ended = (str(Status.ERROR), str(value) if value is not None else "")
+        item.junit_outcome = [("helmbench_status", ended[0]), ("helmbench_reason", ended[1])]
+        if in_properties:  # replacing an earlier attempt's (a rerun)
+            kept = [
+                (n, v) for n, v in item.user_properties if n not in ("helmbench_status", "helmbench_reason")
+            ]
+            item.user_properties[:] = [*kept, *item.junit_outcome]
 
 
 def case_items(items: list[pytest.Item]) -> list[CaseItem]:
     return [item for item in items if isinstance(item, CaseItem)]
 
 
-def sort_cases(items: list[pytest.Item]) -> bool:
+def sort_cases(items: list[pytest.Item], keep_order: bool = False) -> bool:
     """Put the case items in numeric order (codes, then repeats) in the slots they hold, leaving
-    other items where they are; False when there is no case item."""
+    other items where they are (all of them with `keep_order`: pytest-randomly's shuffle); False when
+    there is no case item."""
     slots = [i for i, item in enumerate(items) if isinstance(item, CaseItem)]
+    if keep_order:
+        return bool(slots)
     ordered = sorted((items[i] for i in slots), key=lambda it: (it.case.sort_key, it.repeat))  # type: ignore[attr-defined]
     for slot, item in zip(slots, ordered, strict=True):
         items[slot] = item

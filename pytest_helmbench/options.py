@@ -137,6 +137,14 @@ OPTIONS: tuple[Option, ...] = (
         const="latest",
     ),
     Option(
+        "changed",
+        "run only the cases whose composed prompt, schema or evaluation changed since each model's "
+        "completed runs (a case never evaluated counts as changed)",
+        "HELMBENCH_CHANGED",
+        False,
+        "bool",
+    ),
+    Option(
         "estimate",
         "print expected tokens and USD for the selected cases, then stop (nothing is sent)",
         "HELMBENCH_ESTIMATE",
@@ -202,8 +210,9 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(dest, option.help, default="")
     parser.addini(
         "helmbench_root",
-        "benchmark root folder, relative to the rootdir (default: benchmark)",
-        default="benchmark",
+        "benchmark root folder, relative to the rootdir (default: benchmark; without one, an explicit "
+        "--helmbench-* option runs the installed benchmark)",
+        default="",  # unset: benchmark_root.resolve_root decides
     )
 
 

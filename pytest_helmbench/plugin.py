@@ -12,15 +12,18 @@ from typing import Any
 
 import pytest
 
-from . import gc_tuning
+from . import author_hooks, gc_tuning
+from .benchmark_root import BenchmarkHooks
 from .controller import ControllerHooks
 from .errors import HelmbenchError
-from .execution.outcome import CaseError
-from .execution.prefetch import Prefetch, held_back, start_prefetch
-from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, sort_cases
+from .execution.prefetch import Prefetch, start_prefetch
+from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, shape_report, sort_cases
+from .junit import JunitHooks
+from .notices import dry_run_lines, say, workers_note
 from .options import add_options
-from .reporting.html_extras import PytestHtmlHooks, html_extras_for
-from .reporting.terminal import failure_text
+from .plugins_compat import randomly_reorders
+from .report_hooks import register_report_hooks
+from .reporting.html_extras import html_extras_for
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
 from .suite.cases import parse_selectors
@@ -29,9 +32,7 @@ from .suite.prompt import compose
 from .suite.sampling import sample_codes
 from .xdist_hooks import XdistHooks
 
-# Loaded in every pytest session: what pulls in SQLAlchemy, Alembic or httpx (resume, estimate,
-# storage, executor) is imported by the hook that first needs it, so a session without HELMBench
-# cases, or one that only collects them, never pays for those imports.
+# Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
 
 MARKER = (
     "helmbench(code, pillar, behaviour, scenario, condition, user_context, perturbation, style, model, "
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # that cleanup's full garbage collection, which therefore skips the frozen items.
     config.add_cleanup(lambda: gc_tuning.unfreeze(config))
     config.addinivalue_line("markers", MARKER)
+    config.pluginmanager.register(BenchmarkHooks(state.base_dir), "helmbench-benchmark")  # which benchmark
     from .evaluation import builtin
 
     if not config.pluginmanager.is_registered(builtin):  # the hook third parties implement too
@@ -65,10 +67,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(builtin_providers, "helmbench-providers")
     if not state.is_worker:
         config.pluginmanager.register(ControllerHooks(state), "helmbench-controller")
+        config.pluginmanager.register(JunitHooks(config), "helmbench-junit")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state, _prepare_run), "helmbench-xdist")
-    if config.pluginmanager.hasplugin("html"):  # its hooks exist only then: `-p no:html` must work
-        config.pluginmanager.register(PytestHtmlHooks(), "helmbench-html")
+    register_report_hooks(config, state)  # subset runs, unpriced calls, pytest-html (report_hooks.py)
+    config.pluginmanager.register(author_hooks, "helmbench-author")  # --helmbench-changed, progress lines
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -97,8 +100,9 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Numeric order, --helmbench-select, resume plan, --helmbench-sample, then --helmbench-estimate."""
-    if not sort_cases(items):
+    """Order (numeric, or pytest-randomly's), --helmbench-select and the resume plan; the sample and
+    the estimate come later, after pytest's own selections (below)."""
+    if not sort_cases(items, keep_order=randomly_reorders(config)):
         return
     state = HelmbenchState.get(config)
     try:
@@ -108,13 +112,33 @@ def pytest_collection_modifyitems(
     if selectors:
         keep_cases(config, items, lambda it: any(s.matches(it.case.segments) for s in selectors))
     _apply_resume_plan(state, config, items)
+
+
+# A second implementation of a hook in one module needs another name (`specname` says which hook);
+# pytest only reads names starting with "pytest_".
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--helmbench-sample draws from what `-k`, `-m` and `--helmbench-select` kept: this plain hook
+    runs after theirs (`--helmbench-changed` and `--lf` wrap every plain hook, so they come after)."""
+    if not case_items(items):  # also when collection failed on a bad setting: nothing to read
+        return
+    state = HelmbenchState.get(config)
     if state.settings.sample:
         entries = ((it.case.scenario.behaviour, it.case.code) for it in case_items(items))
         chosen = sample_codes(entries, state.settings.sample, state.settings.sample_seed)
         keep_cases(config, items, lambda it: it.case.code in chosen)
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_collection_finish")
+def pytest_collection_finish_estimate(session: pytest.Session) -> None:
+    """--helmbench-estimate prices exactly what would run: every selection, `--lf` included, is done
+    by now; then nothing runs. Before the terminal's "collected" line, so its counts include this."""
+    if not case_items(session.items):
+        return
+    state = HelmbenchState.get(session.config)
     if state.option("estimate"):
-        _write_estimate(state, config, case_items(items))
-        keep_cases(config, items, lambda it: False)
+        _write_estimate(state, session.config, case_items(session.items))
+        keep_cases(session.config, session.items, lambda it: False)
 
 
 def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -169,10 +193,11 @@ def _prepare_run(state: HelmbenchState, models: set[str]) -> None:
     """Open storage unless everything is a dry run; the providers start what their models need
     (the embedded local model's server) before the first call (controller only)."""
     try:
+        say(state, dry_run_lines(state))  # a dry run is the first thing HELMBench says (notices.py)
         if state.all_dry_run():
             return
         state.open_storage()
-        state.clients.prepare(models)
+        say(state, workers_note(state, state.clients.prepare(models)))  # e.g. a server's slot ceiling
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
@@ -211,30 +236,18 @@ def _start_prefetch(state: HelmbenchState, session: pytest.Session) -> Prefetch 
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A prefetched call that was held back (the pool saw --maxfail failures first) runs in setup."""
-    if isinstance(item, CaseItem) and item.prefetch is not None and held_back(item.prefetch):
-        item.prefetch = None
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the outcome (plain data, travels through xdist), JUnit properties and HTML extras."""
     report = yield
-    if not isinstance(item, CaseItem) or call.when == "teardown":
+    if not isinstance(item, CaseItem):
         return report
+    shape_report(item, call, report)  # the reason first, skips at the scenario file, JUnit metadata
     outcome = item.outcome
     final = outcome is not None and (call.when == "call" or report.failed or report.skipped)
-    if call.excinfo is not None and isinstance(call.excinfo.value, CaseError):
-        report.longrepr = failure_text(call.excinfo.value.outcome)
-    elif call.excinfo is not None and call.when == "setup" and isinstance(call.excinfo.value, HelmbenchError):
-        report.longrepr = f"HELMBench ERROR {item.case.code} [{item.case.model}]: {call.excinfo.value}"
-    if final and outcome is not None:
-        report.helmbench = outcome.to_dict()
-        item.user_properties.extend(
-            [("helmbench_status", str(outcome.status)), ("helmbench_reason", outcome.reason)]
-        )  # junitxml reads them at teardown
+    if final and outcome is not None and call.when != "teardown":
+        if not item.replayed:  # a replayed failure (a rerun) was recorded by its first attempt
+            report.helmbench = outcome.to_dict()
         if outcome.status in UNSUCCESSFUL:
             report.extras = [*getattr(report, "extras", []), *html_extras_for(outcome)]
     return report

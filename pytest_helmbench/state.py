@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .benchmark_root import session_benchmark
 from .config import (
     Settings,
     api_key_from_env,
@@ -23,15 +23,16 @@ from .config import (
 )
 from .errors import BenchmarkError, ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
-from .execution.outcome import CaseResult, Outcome
+from .execution.outcome import Outcome
 from .execution.shared import SharedFiles
 from .options import check_options, option_named, option_source, option_value
 from .providers.ratelimit import AdaptiveLimiter
 from .redaction import redact_data
-from .status import RunStatus, Status
+from .status import RunStatus
 from .suite.files import parse_file_size
 from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
 from .suite.model import Scenario
+from .tally import Tally
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
@@ -47,33 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_KEY = pytest.StashKey["HelmbenchState"]()
-
-
-@dataclass
-class Tally:
-    """What the terminal summary says of one model."""
-
-    results: list[CaseResult] = field(default_factory=list)
-    cost_usd: float = 0.0
-    judge_cost_usd: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached: int = 0
-    latencies: list[float] = field(default_factory=list)
-    run_id: int | None = None
-
-    def count(self, status: str) -> int:
-        return sum(1 for r in self.results if r.status == status)
-
-    def add(self, outcome: Outcome) -> None:
-        self.results.append(CaseResult.from_outcome(outcome))
-        self.cost_usd += outcome.cost_usd or 0.0
-        self.judge_cost_usd += outcome.judge_cost_usd or 0.0
-        self.prompt_tokens += outcome.prompt_tokens or 0
-        self.completion_tokens += outcome.completion_tokens or 0
-        self.cached += outcome.cached
-        if outcome.latency_ms is not None and not outcome.cached:
-            self.latencies.append(outcome.latency_ms)
 
 
 class HelmbenchState:
@@ -109,9 +83,8 @@ class HelmbenchState:
         return self.config.rootpath if self.config.inipath else self.config.invocation_params.dir
 
     @cached_property
-    def root(self) -> Path:
-        value = self.config.getini("helmbench_root") or "benchmark"
-        return (self.base_dir / value).resolve()
+    def root(self) -> Path:  # the project's benchmark, or the installed one (benchmark_root.py)
+        return session_benchmark(self.config, self.base_dir).path
 
     @cached_property
     def scenarios_dir(self) -> str:
@@ -357,8 +330,9 @@ class HelmbenchState:
         if self.recorder is not None:
             failed = self.storage_error is not None
             models = set(self.tallies) | set(self.recorder.runs)
-            # A run with cases skipped at the cost ceiling is not complete: `--helmbench-resume` finds it.
-            short = {m for m, tally in self.tallies.items() if tally.count(Status.SKIPPED)} | self.incomplete
+            # A run with cases skipped at the cost ceiling or timed out is not complete: --helmbench-resume
+            # finds it.
+            short = {m for m, tally in self.tallies.items() if tally.unfinished()} | self.incomplete
             statuses = {
                 m: RunStatus.INTERRUPTED
                 if interrupted or failed or m in stopped or m in short

@@ -16,12 +16,11 @@ import pytest
 
 from .controller import interrupt_on_sigterm
 from .errors import ConfigError, HelmbenchError
-from .execution.outcome import Outcome, provenance
-from .items import case_items, item_name
+from .execution.outcome import Outcome
+from .items import case_items, error_outcome, item_name
+from .plugins_compat import DIST_EACH, collects_benchmark, dist_each
 from .state import HelmbenchState
-from .status import Status
 from .suite.cases import Case, expand
-from .suite.prompt import compose
 
 log = logging.getLogger(__name__)
 WORKER_CRASHED = "worker crashed"
@@ -50,6 +49,8 @@ class XdistHooks:
             concurrency = state.config.getoption("helmbench_concurrency")
             if concurrency and int(concurrency) > 1:
                 raise pytest.UsageError(CONCURRENCY_AND_WORKERS)
+            if dist_each(state.config) and collects_benchmark(state.config, state.root):
+                raise pytest.UsageError(DIST_EACH)
             try:
                 estimate = state.option("estimate")
             except ConfigError as exc:  # e.g. HELMBENCH_ESTIMATE=maybe
@@ -59,7 +60,8 @@ class XdistHooks:
         node.workerinput.update(state.workerinput())
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Before any case is scheduled: open the database and start local models, once."""
+        """Before any case is scheduled: open the database and start local models, once (`--dist
+        each`, which would run every case on every worker, is refused here, where cases are known)."""
         state = self.state
         if (
             self._prepared
@@ -67,6 +69,8 @@ class XdistHooks:
             or not any(_is_case_id(state, i) for i in ids)
         ):
             return
+        if dist_each(state.config):  # cases from a path the check before the workers did not see
+            pytest.exit(DIST_EACH, returncode=pytest.ExitCode.USAGE_ERROR)
         self._prepared = True
         self.prepare_run(state, set(state.settings.model_ids))
         state.share_provider_data()
@@ -98,23 +102,10 @@ def crashed_outcome(state: HelmbenchState, nodeid: str, message: str) -> Outcome
         if found is None:
             return None
         case, repeat = found
-        prompt = compose(case)
-        request_hash = state.executor.request_for(case, prompt, repeat)[2]
+        return error_outcome(state, case, repeat, nodeid, f"{WORKER_CRASHED}: {message}")
     except HelmbenchError as exc:  # the benchmark changed under the run: the crash is still reported
         log.error("HELMBench: cannot record the case of a crashed worker (%s): %s", nodeid, exc)
         return None
-    return Outcome(
-        status=Status.ERROR,
-        reason=f"{WORKER_CRASHED}: {message}",
-        model=case.model,
-        case_code=case.code,
-        nodeid=nodeid,
-        prompt=prompt.text,
-        prompt_hash=prompt.hash,
-        provenance=provenance(case, state.loader.info()),
-        repeat=repeat,
-        request_hash=request_hash,
-    )
 
 
 def _find_case(state: HelmbenchState, file: Path, name: str) -> tuple[Case, int] | None:

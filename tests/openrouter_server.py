@@ -655,6 +655,12 @@ class FakeOpenRouter:
         #: minimal instance of the request's schema.
         self.default_answer: Any = default_answer
         self.credit_limit: float = 100.0
+        #: llama.cpp's slots: when set, ``GET /props`` publishes ``total_slots`` and at most that many
+        #: chat requests are answered at once (the others wait in a queue, as llama.cpp's do).
+        self.total_slots: int | None = None
+        #: False: a keyless local server (a request without ``Authorization`` is answered).
+        self.require_key = True
+        self._slot_gate: threading.Semaphore | None = None
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._rules: list[Rule] = []
@@ -882,6 +888,8 @@ class FakeOpenRouter:
             response = self._generation(record)
         elif path.endswith("/key") and method == "GET":
             response = self._key(record)
+        elif path.endswith("/props") and method == "GET" and self.total_slots:
+            response = _json(200, {"total_slots": self.total_slots, "default_generation_settings": {}})
         else:
             response = _error(404, "Not Found")
         status: int | str = response.close or response.status
@@ -893,6 +901,8 @@ class FakeOpenRouter:
 
     def _auth_problem(self, headers: dict[str, str]) -> _Response | None:
         value = headers.get("authorization", "")
+        if not value and not self.require_key:
+            return None
         scheme, _, key = value.partition(" ")
         key = key.strip()
         if scheme.lower() != "bearer" or not key:
@@ -905,8 +915,14 @@ class FakeOpenRouter:
         with self._lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            if self.total_slots and self._slot_gate is None:
+                self._slot_gate = threading.Semaphore(self.total_slots)
+            gate = self._slot_gate if self.total_slots else None
         try:
-            return self._chat_answer(record, body_error)
+            if gate is None:
+                return self._chat_answer(record, body_error)
+            with gate:  # queued until a slot is free, as a llama.cpp server queues requests
+                return self._chat_answer(record, body_error)
         finally:
             with self._lock:
                 self._in_flight -= 1

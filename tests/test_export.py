@@ -25,6 +25,7 @@ WRONG = {"category": "HANDOFF", "response": 'line one,\nline "two", <b>three</b>
 DOCUMENTED_COLUMNS = (
     "result_id",
     "run_id",
+    "run_subset",
     "model",
     "case_code",
     "pillar",
@@ -210,7 +211,7 @@ def test_export_command(recorded, monkeypatch):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--format", "xlsx"], "error: --format must be one of csv, json, jsonl, not 'xlsx'"),
+        # a bad --format is click's usage error, exit 2 (tests/test_cli_conventions.py)
         (["--format", "csv", "--run-id", "5"], "error: no run with id 5 (known runs: 1-2)"),
         (["--format", "csv", "--out", "/proc/forbidden.csv"], "error: cannot write /proc/forbidden.csv"),
         (["--format", "json", "--db", "sqlite:///missing.db"], "error: no database at missing.db"),

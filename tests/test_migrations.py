@@ -585,3 +585,40 @@ def test_a_calibration_can_be_recorded_against_an_upgraded_run(db_url):
             assert session.get(JudgeCalibration, calibration) is not None
     finally:
         engine.dispose()
+
+
+def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
+    """Runs stored before 0005 have an unknown selection (NULL: never labelled a subset); the way down
+    drops the three columns and keeps every Result and (SQLite) the counter triggers."""
+    old = _v1_database(db_url, V1_HEAD)
+    command.upgrade(alembic_config(db_url), "0004")
+    at_0004 = _schema(db_url)
+    upgrade(db_url)
+    assert _revision(db_url) == SCHEMA_HEAD == "0005"
+    engine = make_engine(db_url)
+    try:
+        with Session(engine) as session:
+            loaded = load_runs(session, old.run_ids)
+            assert [(r.subset, r.selected_cases, r.benchmark_cases) for r in loaded] == [
+                (None, None, None)
+            ] * 2
+            run = session.get(EvaluationRun, old.run_ids[0])
+            assert run is not None
+            run.subset, run.selected_cases, run.benchmark_cases = True, 1, 2
+            session.add(run)
+            session.commit()
+            assert [r.subset for r in load_runs(session, old.run_ids)] == [True, None]
+    finally:
+        engine.dispose()
+    _assert_results_kept(db_url, old)
+
+    command.downgrade(alembic_config(db_url), "0004")
+
+    assert _revision(db_url) == "0004"
+    assert _schema(db_url) == at_0004  # the triggers (SQLite) included
+    _assert_results_kept_v1(db_url, old)
+    if db_url.startswith("sqlite"):  # the counter triggers still count
+        _insert_copy_of_first_result(db_url)
+        assert _scalar(db_url, f"select passed_tests from evaluationrun where id = {old.run_ids[0]}") == 2
+    upgrade(db_url)
+    assert _revision(db_url) == SCHEMA_HEAD

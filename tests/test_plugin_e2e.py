@@ -317,7 +317,7 @@ def test_failure_report_html_and_junit(pytester, bench, helm_env):
     assert "Composed prompt" in report and "openai/gpt-4o-mini" in report
     junit = (pytester.path / "junit.xml").read_text()
     for name in ("helmbench_code", "helmbench_model", "helmbench_reason", "helmbench_status"):
-        assert f'name="{name}"' in junit
+        assert f"<system-out>{name}=" in junit or f"\n{name}=" in junit  # xunit2: in <system-out>
     for text in (out, report, junit, (pytester.path / "helmbench.db").read_bytes().decode("latin-1")):
         assert API_KEY not in text
 
@@ -529,45 +529,6 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
     run(pytester, "--helmbench-cache=off").assert_outcomes(passed=1)
     run(pytester, "--helmbench-cache=off", "--helmbench-model=cli/model").assert_outcomes(passed=1)
     assert [r.model for r in helm_env.chat_requests] == ["ini/model", "env/model", "cli/model"]
-
-
-def test_built_wheel_ships_the_migrations_and_an_installed_copy_migrates(tmp_path):
-    import subprocess
-    import sys
-    import zipfile
-
-    root = Path(__file__).resolve().parent.parent
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
-        check=True,
-        capture_output=True,
-    )
-    wheel = zipfile.ZipFile(next(tmp_path.glob("pytest_helmbench-*.whl")))
-    names = wheel.namelist()
-    assert "pytest_helmbench/migrations/env.py" in names
-    assert "pytest_helmbench/migrations/versions/0001_initial_schema.py" in names
-    for template in ("report.html", "report.css", "report.js"):  # the report page's package data
-        assert f"pytest_helmbench/reporting/templates/{template}" in names
-    entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "helmbench = pytest_helmbench.plugin" in entry_points
-    site = tmp_path / "site"
-    wheel.extractall(site)
-    script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import pytest_helmbench.storage.engine as s; "
-        "assert s.__file__.startswith(sys.argv[1]), s.__file__; "
-        "s.upgrade('sqlite:///' + sys.argv[2]); print(s.migrations_dir())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(site), str(tmp_path / "x.db")],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.stdout.strip() == str(site / "pytest_helmbench" / "migrations")
-    with sqlite3.connect(tmp_path / "x.db") as conn:
-        tables = {name for (name,) in conn.execute("select name from sqlite_master where type='table'")}
-    assert {"result", "evaluationrun", "scenarioconditionlink", "cachedresponse", "alembic_version"} <= tables
 
 
 # --- an option error is said once, not once per scenario file ----------------------------------

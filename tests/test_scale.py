@@ -702,6 +702,34 @@ def test_estimate_prints_tokens_and_usd_per_model_and_sends_nothing(project, pyt
     ) == [(0,)]
 
 
+def estimated_cases(result: pytest.RunResult) -> int:
+    found = re.search(rf"{re.escape(MODEL)}: (\d+) cases \|", result.stdout.str())
+    assert found, result.stdout.str()
+    return int(found.group(1))
+
+
+def test_the_estimate_prices_what_k_and_lf_select(project, pytester, helm_env):
+    """pytest's own selections (-k, --lf) run after HELMBench's: the estimate still sees them."""
+    cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=1, perturbations=2)
+    helm_env.pricing = {MODEL: ("0.000001", "0.000002")}
+    assert estimated_cases(run(pytester, "--helmbench-estimate")) == cases
+    assert estimated_cases(run(pytester, "--helmbench-estimate", "-k", "P1-B1-S2")) == cases // 2
+    helm_env.add_rule(contains="Scenario 1, question 2?", reply=Reply.ok({**GOOD, "category": "SUPPORT"}))
+    helm_env.add_rule(reply=Reply.ok(GOOD))
+    run(pytester).assert_outcomes(passed=cases - cases // 4, failed=cases // 4)
+    calls = len(helm_env.chat_requests)
+    result = run(pytester, "--helmbench-estimate", "--lf")
+    assert estimated_cases(result) == cases // 4  # the failed ones only
+    assert len(helm_env.chat_requests) == calls  # an estimate sends nothing
+
+
+def test_the_sample_draws_from_what_k_kept(project, pytester, helm_env):
+    write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=1, perturbations=2)
+    result = run(pytester, "--collect-only", "-q", "-k", "P1-B1-S2", "--helmbench-sample=3")
+    codes = {line.split("::")[1].split("[")[0] for line in result.outlines if "::" in line}
+    assert len(codes) == 3 and all(code.startswith("P1-B1-S2-") for code in codes), result.outlines
+
+
 def test_summary_ends_with_tokens_usd_and_latency_percentiles_per_model(project, pytester, helm_env):
     write_benchmark(project / "benchmark")
     helm_env.pricing = {MODEL: ("0.000001", "0.000002"), "other/model": ("0.000002", "0.000004")}

@@ -73,6 +73,16 @@ class SharedFiles:
         return self.folder / "resume-counts.json"
 
     @property
+    def changed_baseline(self) -> Path:
+        """--helmbench-changed's Baseline, written by the controller before any worker collects."""
+        return self.folder / "changed.json"
+
+    @property
+    def changed_counts(self) -> Path:
+        """How --helmbench-changed decided, for the controller's line and exit status."""
+        return self.folder / "changed-counts.json"
+
+    @property
     def providers(self) -> Path:
         """What the controller's providers share with workers (where local model servers listen)."""
         return self.folder / "providers.json"

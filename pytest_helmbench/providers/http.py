@@ -13,13 +13,15 @@ import random
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
 from .. import __version__
 from ..redaction import Secret, redact
+from ..trust import KEY_ENV, is_loopback
 from .chat import (
     CallError,
     ChatRequest,
@@ -39,6 +41,11 @@ RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 BACKOFF_CAP = 60.0
 RETRY_AFTER_CAP = 300.0
 APP_TITLE = "HELMBench"
+PROPS_TIMEOUT = 5.0  # seconds for llama.cpp's GET /props before the server counts as not publishing slots
+NO_KEY_SENT = (
+    "the server wants a key and none was sent: set OPENROUTER_API_KEY for a base URL given on the command "
+    "line or in the environment, or name the variable that holds it with api_key_env in models.yml"
+)
 
 
 def environment_proxy(url: httpx.URL) -> str | None:
@@ -123,9 +130,16 @@ class ChatClient:
         sleep: Callable[[float], None] | None = None,
         limiter: AdaptiveLimiter | None = None,
         cancel: threading.Event | None = None,
+        key_env: str = KEY_ENV,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api = api
+        self.key_env = key_env  # named by a 401's reason (the key itself never is)
+        # A local OpenAI-compatible server (llama.cpp, Ollama, vLLM, LM Studio on loopback) keeps
+        # decoding a request whose client timed out: retrying it would double its load.
+        self.local_server = api == "openai" and is_loopback(self.base_url)
+        self.slots: int | None = None  # the server's published slots (probe_slots), when it has any
+        self._slot_gate: threading.BoundedSemaphore | None = None
         self.retries = retries
         self.backoff = backoff
         self.free = free
@@ -134,10 +148,13 @@ class ChatClient:
             sleep if sleep is not None else self.cancel.wait
         )  # a retry wait ends early when the session stops
         self.limiter = limiter or AdaptiveLimiter(1_000_000)
-        headers = _headers(api_key if isinstance(api_key, Secret) else Secret(api_key), api)
+        key = api_key if isinstance(api_key, Secret) else Secret(api_key)
+        self._keyed = bool(key)
+        headers = _headers(key, api)
         self._headers = headers
         self._chat_url = httpx.URL(f"{self.base_url}/chat/completions")  # parsed once, not per call
         self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
+        self._timeout_seconds = timeout
         # Chat calls go straight to the connection pool: httpx.Client's per-request layers (cookie
         # jar, auth and redirect flows, URL merging) cost as much CPU as the HTTP exchange itself,
         # and an API call needs none of them. The client keeps the proxy from the environment
@@ -156,6 +173,48 @@ class ChatClient:
     def close(self) -> None:
         self._http.close()
 
+    def probe_slots(self, concurrency: int) -> int | None:
+        """The requests the server decodes at once, as llama.cpp publishes them (GET /props ->
+        `total_slots`), made this client's ceiling on calls in flight (with `concurrency`, the lower
+        wins): more would only queue inside the server, where they run into the timeout and get sent
+        again. None (the ceiling stays `concurrency`) when the server publishes none: a 404, not
+        JSON, no such field, or no answer within PROPS_TIMEOUT."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = self._http.get(f"{root}/props", timeout=PROPS_TIMEOUT)
+            data = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            data = None
+        slots = data.get("total_slots") if isinstance(data, dict) else None
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            log.info("%s publishes no slot count (GET %s/props)", redact(self.base_url), redact(root))
+            return None
+        self.limit_slots(slots, concurrency)
+        log.info(
+            "%s publishes %d slot(s): at most %d call(s) in flight to it",
+            redact(self.base_url),
+            slots,
+            min(slots, concurrency),
+        )
+        return slots
+
+    def limit_slots(self, slots: int | None, concurrency: int) -> None:
+        """At most `slots` calls of this client in flight (None: no limit of the server's own)."""
+        if self._slot_gate is None and slots is not None:
+            self.slots = slots
+            if slots < concurrency:
+                self._slot_gate = threading.BoundedSemaphore(slots)
+
+    @contextmanager
+    def _server_slot(self) -> Iterator[None]:
+        """Hold one of the server's published slots (no limit when it published none)."""
+        gate = self._slot_gate
+        if gate is None:
+            yield
+            return
+        with gate:
+            yield
+
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, RETRY_AFTER_CAP) + random.uniform(0, 0.1 * max(self.backoff, 0.1))
@@ -169,7 +228,9 @@ class ChatClient:
         for attempt in range(1, self.retries + 2):
             retry_after: float | None = None
             try:
-                with self.limiter.slot():
+                # The server's own slots first (held while waiting for the process's rate limit, never
+                # the other way round, so calls to other endpoints are not held up by this one).
+                with self._server_slot(), self.limiter.slot():
                     if self.cancel.is_set():  # stopped while this call waited for a slot
                         raise CallError("not sent: the session is stopping", attempts=attempt - 1)
                     # Latency is the answering attempt's own time: retry waits are not the model's speed.
@@ -217,6 +278,14 @@ class ChatClient:
                 response.read()
             finally:
                 response.close()
+        except httpx.ReadTimeout:
+            if self.local_server:
+                raise CallError(
+                    f"timed out after {self._timeout_seconds:g} s waiting for the local server, not retried "
+                    "(it may still be working on the request: raise --helmbench-timeout, or lower "
+                    "--helmbench-concurrency to the requests it decodes at once)"
+                ) from None
+            raise Transient("timed out waiting for the provider") from None
         except httpx.TimeoutException:
             raise Transient("timed out waiting for the provider") from None
         except httpx.TransportError as exc:
@@ -249,11 +318,8 @@ class ChatClient:
                 retry_after=_retry_after(response, metadata),
             )
         if status == 401:
-            raise ModelRejected(
-                f"HTTP 401: {message} — check OPENROUTER_API_KEY (the key is missing or invalid)",
-                status=status,
-                raw=raw,
-            )
+            hint = f"check {self.key_env} (the key is missing or invalid)" if self._keyed else NO_KEY_SENT
+            raise ModelRejected(f"HTTP 401: {message} — {hint}", status=status, raw=raw)
         if status == 402:
             raise ModelRejected(
                 f"HTTP 402: {message} — the account has insufficient credits", status=status, raw=raw

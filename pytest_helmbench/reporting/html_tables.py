@@ -11,10 +11,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..execution.selection import subset_label
 from ..status import Status
 from ..storage.queries import FailureRow, RunInfo
 from .analytics import GateResult
 from .charts import Matrix
+from .cost_text import unpriced_text, usd, usd_cell
 from .series import Series, SeriesSummary, pct, score_text
 
 
@@ -46,8 +48,10 @@ def summary_table(sums: list[SeriesSummary]) -> str:
     rows = []
     for index, s in enumerate(sums):
         sc, rep = s.score, s.repeats
+        scope = s.coverage.text() if s.coverage else s.subset
+        scope_html = f'<br><span class="ci coverage">{e(scope)}</span>' if scope else ""
         cells = [
-            f'<th scope="row">{e(s.label)}</th>',
+            f'<th scope="row">{e(s.label)}{scope_html}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
             f'<td class="num score">{e(score_text(sc.score))} '
             f"{_score_interval(sc.score_low, sc.score_high)}</td>",
@@ -63,8 +67,12 @@ def summary_table(sums: list[SeriesSummary]) -> str:
             cells.append(f'<td class="num passk">{text}</td>')
         cells += [f'<td class="num">{n}</td>' for n in (sc.n_passed, sc.n_failed, sc.n_errors, sc.n_skipped)]
         cells.append(f"<td>{_gate_badge(s.gate)}</td>")
-        parts = f"({e(_money(s.cost_usd))} + {e(_money(s.judge_cost_usd))})"
-        total = e(_money(s.cost_usd + s.judge_cost_usd))
+        model_usd, judge_usd = (
+            usd(s.cost_usd, s.unpriced.model_calls),
+            usd(s.judge_cost_usd, s.unpriced.judge_calls),
+        )
+        parts = f"({e(model_usd)} + {e(judge_usd)})"
+        total = e(usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total))
         cells.append(f'<td class="num">{total} <span class="ci">{parts}</span></td>')
         rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
     return _table("summary-table", head, rows)
@@ -160,17 +168,32 @@ def stability_table(conditions: Matrix) -> str:
     )
 
 
+def _usd_cell(known: float, unpriced: int) -> str:
+    return usd_cell(known, unpriced) if unpriced else _money(known)
+
+
 def cost_table(runs: list[RunInfo]) -> str:
-    """Tokens and spending per run, with the total."""
+    """Tokens and spending per run, with the total; a cost nobody reported is `unknown`, a sum with
+    unpriced calls a lower bound (`≥`), and a note counts those calls."""
     rows = [
         f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td>'
         + _numbers(run.prompt_tokens, run.completion_tokens)
-        + _numbers(_money(run.cost_usd), _money(run.judge_cost_usd), _money(run.total_cost_usd))
+        + _numbers(
+            _usd_cell(run.cost_usd, run.unpriced.model_calls),
+            _usd_cell(run.judge_cost_usd, run.unpriced.judge_calls),
+            _usd_cell(run.total_cost_usd, run.unpriced.total),
+        )
         + "</tr>"
         for run in runs
     ]
     total = sum(run.total_cost_usd for run in runs)
-    rows.append(f'<tr class="total"><th scope="row" colspan="6">Total</th>{_numbers(_money(total))}</tr>')
+    unpriced = sum(run.unpriced.total for run in runs)
+    rows.append(
+        f'<tr class="total"><th scope="row" colspan="6">Total</th>{_numbers(_usd_cell(total, unpriced))}</tr>'
+    )
+    if unpriced:
+        note = f"{unpriced_text(unpriced)}: the server reported no cost and has no price list"
+        rows.append(f'<tr class="note"><td colspan="7">{e(note)}</td></tr>')
     return _table(
         "cost-table",
         ["Run", "Model", "Prompt tokens", "Completion tokens", "Model cost", "Judge cost", "Total"],
@@ -186,6 +209,11 @@ def _numbers(*values: object) -> str:
     return "".join(f'<td class="num">{e(value)}</td>' for value in values)
 
 
+def _subset_badge(run: RunInfo) -> str:
+    label = subset_label(run.subset, run.selected_cases, run.benchmark_cases)
+    return f' <span class="badge subset">{e(label)}</span>' if label else ""
+
+
 def runs_table(runs: list[RunInfo]) -> str:
     """Each run's status, times, counters and options."""
     rows = []
@@ -193,7 +221,7 @@ def runs_table(runs: list[RunInfo]) -> str:
         options = json.dumps(run.options, ensure_ascii=False, indent=2, sort_keys=True, default=str)
         rows.append(
             f'<tr><th scope="row">{run.id}</th><td>{e(run.model)}</td>'
-            f'<td><span class="badge run-{e(run.status)}">{e(run.status)}</span></td>'
+            f'<td><span class="badge run-{e(run.status)}">{e(run.status)}</span>{_subset_badge(run)}</td>'
             f"<td>{_when(run.started_at)}</td><td>{_when(run.finished_at)}</td>"
             + _numbers(run.passed, run.failed, run.errors, run.skipped)
             + f"<td><details><summary>options</summary><pre>{e(options)}</pre></details></td></tr>"

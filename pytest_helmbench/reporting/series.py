@@ -1,5 +1,8 @@
 """The rows a report compares: one per model, or one per run when a model has several selected runs.
 
+Without run ids a model's row is its headline (storage/coverage.py): the latest Result of every case
+across its runs of the same benchmark and settings, with how much of the benchmark that covers.
+
 Each row's headline numbers (score, pass rate, pass^k, critical gate, cost) are worked out once
 here, for the HTML page and for the one line per model `helmbench report` prints.
 """
@@ -10,8 +13,11 @@ from dataclasses import dataclass
 
 from ..codes import code_sort_key
 from ..execution.outcome import CaseResult
-from ..storage.queries import ReportData, RunInfo
+from ..execution.selection import subset_label
+from ..execution.unpriced import Unpriced
+from ..storage.queries import Coverage, ReportData, RunInfo
 from .analytics import GateResult, RepeatStats, ScoreSummary, gate, repeat_stats, score
+from .cost_text import usd
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class SeriesSummary:
     judge_cost_usd: float
     prompt_tokens: int
     completion_tokens: int
+    unpriced: Unpriced = Unpriced()  # calls without a price: the costs are then lower bounds
+    coverage: Coverage | None = None  # the headline's cases and runs (a report without run ids)
+    subset: str = ""  # `subset: 25 of 120 cases` when the row is one subset run
 
     @property
     def has_repeats(self) -> bool:
@@ -53,7 +62,7 @@ def build_series(data: ReportData) -> list[Series]:
     by_model: dict[str, list[RunInfo]] = {}
     for run in data.runs:
         by_model.setdefault(run.model, []).append(run)
-    per_run = any(len(runs) > 1 for runs in by_model.values())
+    per_run = not data.coverage and any(len(runs) > 1 for runs in by_model.values())
     results_by_run: dict[int | None, list[CaseResult]] = {}
     for result in data.results:
         results_by_run.setdefault(result.run_id, []).append(result)
@@ -68,8 +77,12 @@ def build_series(data: ReportData) -> list[Series]:
     return series
 
 
-def summarise(series: Series) -> SeriesSummary:
+def summarise(series: Series, coverage: Coverage | None = None) -> SeriesSummary:
     gates = gate(series.results)
+    unpriced = Unpriced()
+    for run in series.runs:
+        unpriced = unpriced + run.unpriced
+    only = series.runs[0] if len(series.runs) == 1 and coverage is None else None
     return SeriesSummary(
         label=series.label,
         model=series.model,
@@ -81,11 +94,14 @@ def summarise(series: Series) -> SeriesSummary:
         judge_cost_usd=sum(r.judge_cost_usd for r in series.runs),
         prompt_tokens=sum(r.prompt_tokens for r in series.runs),
         completion_tokens=sum(r.completion_tokens for r in series.runs),
+        unpriced=unpriced,
+        coverage=coverage,
+        subset=subset_label(only.subset, only.selected_cases, only.benchmark_cases) if only else "",
     )
 
 
 def summaries(data: ReportData) -> list[SeriesSummary]:
-    return [summarise(s) for s in build_series(data)]
+    return [summarise(s, data.coverage.get(s.model)) for s in build_series(data)]
 
 
 def pct(value: float | None) -> str:
@@ -121,5 +137,8 @@ def summary_line(s: SeriesSummary) -> str:
         gate_text += f" ({', '.join(g.incomplete_cases)})"
     if g.unconfirmed_cases:
         gate_text += f"; not confirmed on re-judging: {', '.join(g.unconfirmed_cases)}"
-    parts += [gate_text, f"cost ${s.cost_usd + s.judge_cost_usd:.4f}"]
+    parts += [gate_text, f"cost {usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total)}"]
+    scope = s.coverage.text() if s.coverage else s.subset
+    if scope:
+        parts.append(scope)
     return " | ".join(parts)

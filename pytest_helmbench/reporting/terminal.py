@@ -8,8 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..execution.outcome import Outcome
+from ..execution.selection import RunSelection, subset_label
+from ..execution.unpriced import Unpriced
 from ..status import Status
 from .analytics import gate, repeat_stats, score, scores_by
+from .cost_text import usd
 
 
 def _json(value: Any) -> str:
@@ -17,9 +20,11 @@ def _json(value: Any) -> str:
 
 
 def failure_text(outcome: Outcome) -> str:
-    """The text shown for a failed or errored case: reason, expected vs actual, judge, prompt, response."""
+    """The text shown for a failed or errored case: reason, expected vs actual, judge, prompt, response.
+
+    The reason is the first line: pytest's short summary (-rA) and JUnit's message show that line."""
     head = "ERROR" if outcome.status == Status.ERROR else "FAILED"
-    lines = [f"HELMBench {head} {outcome.case_code} [{outcome.model}]: {outcome.reason}"]
+    lines = [outcome.reason or "(no reason given)", f"HELMBench {head} {outcome.case_code} [{outcome.model}]"]
     if outcome.expected is not None or outcome.actual is not None:
         lines += [f"expected: {_json(outcome.expected)}", f"actual:   {_json(outcome.actual)}"]
     judge = outcome.details.get("judge")
@@ -62,8 +67,11 @@ def _latency(latencies: list[float]) -> str:
     return f" | latency p50 {p50:.0f} ms, p95 {p95:.0f} ms, p99 {p99:.0f} ms"
 
 
-def model_lines(model: str, tally: Any) -> Iterable[str]:
-    """One compact block per model: score, pass rate, errors, critical gate, cost, worst behaviours."""
+def model_lines(
+    model: str, tally: Any, selection: RunSelection | None = None, unpriced: Unpriced | None = None
+) -> Iterable[str]:
+    """One compact block per model: score, pass rate, errors, critical gate, cost, worst behaviours;
+    a subset run says so (`run 3, subset: 25 of 120 cases`), a cost nobody reported is unknown."""
     results = tally.results
     summary = score(results)
     gates = gate(results).get(model)
@@ -71,7 +79,7 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
     if summary.score_low is not None and summary.score_high is not None:
         score_text += f" [95% CI {summary.score_low:.1f}-{summary.score_high:.1f}]"
     yield (
-        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'})\n"
+        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)})\n"
         f"    score {score_text} | pass rate {_pct(summary.pass_rate)} "
         f"{_interval(summary.pass_rate_low, summary.pass_rate_high)} | "
         f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, "
@@ -101,9 +109,31 @@ def model_lines(model: str, tally: Any) -> Iterable[str]:
     cached = f" | {tally.cached} from cache" if tally.cached else ""
     yield (
         f"    tokens {tally.prompt_tokens} prompt + {tally.completion_tokens} completion"
-        f" | cost ${tally.cost_usd:.4f} (+ judge ${tally.judge_cost_usd:.4f})"
+        f" | cost {usd(tally.cost_usd, unpriced.model_calls if unpriced else 0)}"
+        f" (+ judge {usd(tally.judge_cost_usd, unpriced.judge_calls if unpriced else 0)})"
         f"{cached}{_latency(tally.latencies)}"
     )
+
+
+def _subset(selection: RunSelection | None) -> str:
+    label = subset_label(selection.subset, selection.selected, selection.total) if selection else ""
+    return f", {label}" if label else ""
+
+
+def _attempt_lines(tallies: dict[str, Any]) -> Iterable[str]:
+    """Reruns (pytest-rerunfailures) and timeouts (pytest-timeout): what the counts above mean."""
+    replaced = sum(getattr(t, "replaced", 0) for t in tallies.values())
+    if replaced:
+        yield (
+            f"reruns: {replaced} earlier attempt(s) replaced by a later one; each case is counted once, "
+            "by its last attempt (the earlier ones are stored in its evaluation details)"
+        )
+    timed_out = sum(len(getattr(t, "timed_out", ())) for t in tallies.values())
+    if timed_out:
+        yield (
+            f"timeouts: {timed_out} case(s) timed out (pytest-timeout), counted as errors; the run is "
+            "marked interrupted: --helmbench-resume runs them again"
+        )
 
 
 def summary_lines(
@@ -117,8 +147,9 @@ def summary_lines(
     max_cost: float | None = None,
     spent: float | None = None,
     decision: Any = None,
+    notes: Any = None,
 ) -> Iterable[str]:
-    """The terminal summary's lines."""
+    """The terminal summary's lines (`notes`: report_hooks.SessionNotes, selections and unpriced calls)."""
     if dry_run_skips:
         yield (
             f"dry run: {dry_run_skips} case(s) composed and validated; nothing was sent and nothing recorded"
@@ -130,7 +161,13 @@ def summary_lines(
             f"{resume_counts.get('run', 0)} run"
         )
     for model, tally in sorted(tallies.items()):
-        yield from model_lines(model, tally)
+        yield from model_lines(
+            model,
+            tally,
+            notes.selections.get(model) if notes else None,
+            notes.unpriced.get(model) if notes else None,
+        )
+    yield from _attempt_lines(tallies)
     if max_cost is not None:
         budget_skips = sum(1 for t in tallies.values() for r in t.results if r.status == Status.SKIPPED)
         note = (

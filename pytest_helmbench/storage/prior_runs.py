@@ -1,17 +1,33 @@
-"""What earlier runs stored, read for a resume or a retry of errors (execution/resume.py plans from it).
+"""What earlier runs stored, read for a resume or a retry of errors (execution/resume.py plans from it)
+and for --helmbench-changed (execution/changed.py decides from it).
 
 Kept in storage so that execution never reads the database itself: the state hands this plain data
-(run ids, each case's last status and request hash) to `ResumePlan`.
+(run ids, each case's last status and hashes) to `ResumePlan` and `Baseline`.
 """
 
 from __future__ import annotations
 
+from sqlalchemy import func
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
+from ..execution.changed import Baseline, PriorCase
 from ..execution.resume import ResumeError, ResumePlan, case_key
 from ..status import RunStatus
-from .tables import LLM, EvaluationRun, Result
+from .engine import (
+    SchemaState,
+    StorageError,
+    check_usable,
+    describe_error,
+    make_engine,
+    parse_url,
+    read_schema,
+    safe_url,
+    sqlite_file,
+    upgrade,
+)
+from .tables import LLM, EvaluationRun, Result, Scenario
 
 
 def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> dict[str, int]:
@@ -62,3 +78,63 @@ def build_plan(engine: Engine, models: list[str], which: str, errors_only: bool)
             ).all()
             prior[model] = {case_key(code, repeat): [status, digest] for code, repeat, status, digest in rows}
     return ResumePlan(runs=runs, prior=prior, errors_only=errors_only)
+
+
+def changed_baseline(db_url: str, models: list[str]) -> Baseline:
+    """Each model's newest completed run and each case's newest Result among its completed runs.
+
+    Never creates a database: no SQLite file, or no HELMBench tables, is an empty baseline (every case
+    runs). An older schema is migrated, as the run itself would."""
+    path = sqlite_file(parse_url(db_url))
+    if path is not None and not path.is_file():
+        return Baseline()
+    engine = make_engine(db_url)
+    try:
+        schema = read_schema(engine)
+        if schema.state is SchemaState.EMPTY:
+            return Baseline()
+        if schema.state is not SchemaState.CURRENT:
+            check_usable(schema, db_url)
+            upgrade(db_url)
+        with Session(engine) as session:
+            return _baseline(session, models)
+    except SQLAlchemyError as exc:
+        raise StorageError(f"cannot read the database {safe_url(db_url)}: {describe_error(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def _baseline(session: Session, models: list[str]) -> Baseline:
+    baseline = Baseline()
+    for model in models:
+        completed = (
+            select(EvaluationRun.id)
+            .join(LLM, LLM.id == EvaluationRun.llm_id)
+            .where(LLM.model_id == model, EvaluationRun.status == RunStatus.COMPLETED)
+        )
+        latest = session.exec(completed.order_by(EvaluationRun.id.desc())).first()
+        if latest is None:
+            continue
+        baseline.latest_run[model] = latest
+        newest = (
+            select(func.max(Result.id))
+            .where(Result.run_id.in_(completed))  # type: ignore[attr-defined]
+            .group_by(Result.case_code, Result.repeat_index)
+        )
+        rows = session.exec(
+            select(
+                Result.case_code,
+                Result.repeat_index,
+                Result.status,
+                Result.prompt_hash,
+                Scenario.content_hash,
+                Result.run_id,
+            )
+            .join(Scenario, Scenario.id == Result.scenario_id, isouter=True)
+            .where(Result.id.in_(newest))  # type: ignore[union-attr]
+        ).all()
+        baseline.prior[model] = {
+            case_key(code, repeat): PriorCase(status, prompt_hash, scenario_hash, run_id)
+            for code, repeat, status, prompt_hash, scenario_hash, run_id in rows
+        }
+    return baseline

@@ -1,8 +1,10 @@
 """Read stored runs back as analytics inputs (storage -> analytics): runs, case results, failures, labels.
 
-Every loader takes the run ids to read; ``None`` means the latest run of each model (the
-comparison a report usually wants). Results are read with one joined query of plain columns, not
-ORM objects, so tens of thousands of rows load in a fraction of a second.
+Every loader takes the run ids to read; ``None`` means the latest run of each model. A report without
+run ids (`load_report_data(session)`) goes further: each model's headline is the latest Result of every
+case across its runs of the latest run's benchmark and settings (coverage.py), so a subset run never
+stands for the model. Results are read with one joined query of plain columns, not ORM objects, so tens
+of thousands of rows load in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -15,24 +17,18 @@ from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from ..codes import code_sort_key
 from ..errors import HelmbenchError
 from ..execution.outcome import CaseResult
 from ..status import UNSUCCESSFUL, Status
+from .coverage import Coverage, Unpriced, coverage_of, headline_run_ids, pick_headline, unpriced_calls
+from .labels import Labels, labels_for
 from .records import result_query
-from .tables import (
-    LLM,
-    Behaviour,
-    Condition,
-    EvaluationRun,
-    Pillar,
-    Result,
-    Scenario,
-    UserContext,
-)
+from .tables import LLM, EvaluationRun, Result
+
+__all__ = ["Coverage", "Labels", "Unpriced"]  # re-exported: the report reads them from here
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +67,15 @@ class RunInfo:
     judges: tuple[str, ...] = ()
     judge_policy: str | None = None
     calibration_id: int | None = None
+    # What its session selected (migration 0005); None for a run stored before it.
+    subset: bool | None = None
+    selected_cases: int | None = None
+    benchmark_cases: int | None = None
+    unpriced: Unpriced = field(default_factory=Unpriced)  # calls stored without a price
 
     @property
     def total_cost_usd(self) -> float:
+        """What is known to have been paid: with unpriced calls, a lower bound."""
         return self.cost_usd + self.judge_cost_usd
 
 
@@ -102,16 +104,6 @@ class FailureRow:
 
 
 @dataclass(frozen=True)
-class Labels:
-    """Human names for codes (the latest stored content of each code), for report labels."""
-
-    pillar_names: dict[str, str] = field(default_factory=dict)  # "P1" -> name
-    behaviour_titles: dict[str, str] = field(default_factory=dict)  # "P1-B1" -> title
-    condition_titles: dict[str, str] = field(default_factory=dict)  # "C1" -> title
-    user_context_titles: dict[str, str] = field(default_factory=dict)  # "U1" -> title
-
-
-@dataclass(frozen=True)
 class ReportData:
     """Everything a report needs, read once from the database."""
 
@@ -122,6 +114,8 @@ class ReportData:
     source: str = ""  # where the data came from (a password-free database URL)
     generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     calibrations: dict[int, CalibrationView] = field(default_factory=dict)  # run id -> its judge's
+    # model -> how much of the benchmark its headline covers; empty when exactly the given runs are shown
+    coverage: dict[str, Coverage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -203,6 +197,7 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
         .join(LLM, LLM.id == EvaluationRun.llm_id)
         .where(EvaluationRun.id.in_(ids))
     )
+    unpriced = unpriced_calls(session, ids)
     runs = [
         RunInfo(
             id=run.id,
@@ -227,6 +222,10 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
             judges=tuple(run.judges or ()),
             judge_policy=run.judge_policy,
             calibration_id=run.calibration_id,
+            subset=run.subset,
+            selected_cases=run.selected_cases,
+            benchmark_cases=run.benchmark_cases,
+            unpriced=unpriced.get(run.id, Unpriced()),
         )
         for run, model in session.exec(query).all()
     ]
@@ -242,8 +241,11 @@ def load_case_results(session: Session, run_ids: Sequence[int] | None = None) ->
     return [CaseResult.from_fields(row._mapping) for row in session.connection().execute(query)]
 
 
-def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> list[FailureRow]:
-    """Failed and errored attempts of the selected runs, by model, run, case code and repeat."""
+def load_failures(
+    session: Session, run_ids: Sequence[int] | None = None, only: set[int] | None = None
+) -> list[FailureRow]:
+    """Failed and errored attempts of the selected runs (of these Result ids only, when given), by
+    model, run, case code and repeat."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
@@ -259,6 +261,8 @@ def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> lis
     ).where(Result.status.in_(FAILURE_STATUSES))
     failures = []
     for row in session.connection().execute(query):
+        if only is not None and row.result_id not in only:
+            continue
         details = row.evaluation_details if isinstance(row.evaluation_details, dict) else {}
         judge = details.get("judge") if isinstance(details.get("judge"), dict) else None
         verdict = judge.get("values") if judge else None
@@ -297,75 +301,7 @@ def load_failures(session: Session, run_ids: Sequence[int] | None = None) -> lis
 
 def load_labels(session: Session, run_ids: Sequence[int] | None = None) -> Labels:
     """Names and titles of the codes the selected runs used (the latest content row of each code)."""
-    ids = _selected(session, run_ids)
-    if not ids:
-        return Labels()
-    uc = aliased(UserContext)
-    used = (
-        select(Result.scenario_id, Result.condition_id, Result.user_context_id)
-        .where(Result.run_id.in_(ids))
-        .distinct()
-        .subquery()
-    )
-    query = (
-        select(
-            Pillar.id,
-            Pillar.code,
-            Pillar.name,
-            Behaviour.id,
-            Behaviour.full_code,
-            Behaviour.title,
-            Condition.id,
-            Condition.code,
-            Condition.title,
-            uc.id,
-            uc.code,
-            uc.title,
-        )
-        .select_from(used)
-        .join(Scenario, Scenario.id == used.c.scenario_id)
-        .join(Behaviour, Behaviour.id == Scenario.behaviour_id)
-        .join(Pillar, Pillar.id == Behaviour.pillar_id)
-        .join(Condition, Condition.id == used.c.condition_id)
-        .outerjoin(uc, uc.id == used.c.user_context_id)
-    )
-    found: dict[str, dict[str, tuple[int, str]]] = {
-        "pillar": {},
-        "behaviour": {},
-        "condition": {},
-        "user_context": {},
-    }
-
-    def keep(kind: str, row_id: int | None, code: str | None, text: str | None) -> None:
-        if row_id is None or code is None:
-            return
-        seen = found[kind].get(code)
-        if seen is None or row_id > seen[0]:
-            found[kind][code] = (row_id, text or "")
-
-    for (
-        p_id,
-        p_code,
-        p_name,
-        b_id,
-        b_code,
-        b_title,
-        c_id,
-        c_code,
-        c_title,
-        u_id,
-        u_code,
-        u_title,
-    ) in session.connection().execute(query):
-        keep("pillar", p_id, p_code, p_name)
-        keep("behaviour", b_id, b_code, b_title)
-        keep("condition", c_id, c_code, c_title)
-        keep("user_context", u_id, u_code, u_title)
-
-    def ordered(kind: str) -> dict[str, str]:
-        return {code: found[kind][code][1] for code in sorted(found[kind], key=code_sort_key)}
-
-    return Labels(ordered("pillar"), ordered("behaviour"), ordered("condition"), ordered("user_context"))
+    return labels_for(session, _selected(session, run_ids))
 
 
 def load_calibrations(session: Session, run_ids: Sequence[int]) -> dict[int, CalibrationView]:
@@ -381,9 +317,12 @@ def load_calibrations(session: Session, run_ids: Sequence[int]) -> dict[int, Cal
 def load_report_data(
     session: Session, run_ids: Sequence[int] | None = None, *, source: str = ""
 ) -> ReportData:
-    """Runs, results, failures and labels of the selected runs (default: the latest per model)."""
+    """Runs, results, failures and labels of the given runs; without run ids, each model's headline
+    (the latest Result of every case across its runs of the same benchmark and settings)."""
     ids = resolve_run_ids(session, run_ids)
     try:
+        if run_ids is None:
+            return _headline_data(session, source)
         return ReportData(
             runs=load_runs(session, ids),
             results=load_case_results(session, ids),
@@ -396,3 +335,30 @@ def load_report_data(
         raise DatasetError(
             f"cannot read the database: {exc.__class__.__name__}: {exc.args[0] if exc.args else exc}"
         ) from None
+
+
+def _headline_data(session: Session, source: str) -> ReportData:
+    """Every model's headline Results, the runs they came from, and the coverage of each."""
+    groups = headline_run_ids(session)
+    candidates = sorted(run_id for ids in groups.values() for run_id in ids)
+    query = result_query(candidates, Result.evaluation_details)
+    kept = pick_headline(session.connection().execute(query))
+    totals = dict(session.exec(select(EvaluationRun.id, EvaluationRun.benchmark_cases)).all())
+    models = dict(
+        session.exec(select(EvaluationRun.id, LLM.model_id).join(LLM, LLM.id == EvaluationRun.llm_id)).all()
+    )
+    coverage = {}
+    for anchor in groups:
+        model = models[anchor]
+        mine = [row for row in kept if row.model == model]
+        coverage[model] = coverage_of(model, mine, totals.get(anchor), anchor)
+    used = sorted({run_id for c in coverage.values() for run_id in c.run_ids})
+    return ReportData(
+        runs=load_runs(session, used),
+        results=[CaseResult.from_fields(row._mapping) for row in kept],
+        failures=load_failures(session, used, {row.result_id for row in kept}),
+        labels=load_labels(session, used),
+        source=source,
+        calibrations=load_calibrations(session, used),
+        coverage=coverage,
+    )

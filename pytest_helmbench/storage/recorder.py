@@ -9,7 +9,7 @@ cache entries of a batch are written in key order, so neither waits on the other
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import bindparam, insert, update
@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
 from ..execution.outcome import Outcome
+from ..execution.selection import RunSelection
 from ..status import RunStatus, Status
 from .cache import write_entries
 from .content import ContentIds, ContentRows
@@ -25,6 +26,8 @@ from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
+# A rerun case's evaluation details: its earlier attempts in this session (pytest-rerunfailures).
+RERUNS = "earlier_attempts"
 CACHE_BATCH_SECONDS = 2.0
 
 
@@ -47,6 +50,8 @@ class Recorder:
         upgrade(db_url)
         self.engine = make_engine(db_url)
         self.runs: dict[str, int] = {}
+        # What the session selected per model (set once collection is done): stored on each new run.
+        self.selection: dict[str, RunSelection] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
@@ -96,8 +101,15 @@ class Recorder:
             assert run is not None
         else:
             llm_id = self.content.upsert(session, LLM, {"model_id": model}, {})
+            selected = self.selection.get(model)
             run = EvaluationRun(
-                benchmark_id=benchmark_id, llm_id=llm_id, session_id=self.session_id, options=options
+                benchmark_id=benchmark_id,
+                llm_id=llm_id,
+                session_id=self.session_id,
+                options=options,
+                subset=selected.subset if selected else None,
+                selected_cases=selected.selected if selected else None,
+                benchmark_cases=selected.total if selected else None,
             )
             session.add(run)
             session.flush()
@@ -142,13 +154,11 @@ class Recorder:
                 with Session(connection, expire_on_commit=False) as session:
                     ids = self.content.ids(session, outcome.provenance)
                     run = self._run(session, outcome.model, ids["benchmark"], options)
-                    if (
-                        run.id in self._adopted
-                        or (run.id, outcome.case_code, outcome.repeat) in self._written
-                    ):
-                        self._replace_earlier(
-                            session, run, outcome
-                        )  # a fresh run holds only what this session wrote
+                    rerun = (run.id, outcome.case_code, outcome.repeat) in self._written
+                    if run.id in self._adopted or rerun:
+                        earlier = self._replace_earlier(session, run, outcome)
+                        if rerun:  # pytest-rerunfailures: the last attempt stands, the earlier ones listed
+                            outcome = replace(outcome, details={**outcome.details, RERUNS: earlier})
                     self._write(session, run, outcome, ids)
                     session.commit()
             written = (run.id, outcome.case_code, outcome.repeat)
@@ -183,7 +193,8 @@ class Recorder:
         ):
             self._store_cache(db, self._pending_cache)
 
-    def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> None:
+    def _replace_earlier(self, session: Session, run: RunCounters, outcome: Outcome) -> list[dict[str, Any]]:
+        """Delete the case's earlier Result(s); returns their attempts (status, reason), oldest first."""
         earlier = session.exec(
             select(Result).where(
                 Result.run_id == run.id,
@@ -191,11 +202,17 @@ class Recorder:
                 Result.repeat_index == outcome.repeat,
             )
         ).all()
+        attempts: list[dict[str, Any]] = []
         for row in earlier:
+            attempts += [
+                *(row.evaluation_details or {}).get(RERUNS, []),
+                {"status": row.status, "reason": row.reason},
+            ]
             if not self._counted_by_triggers:
                 _count(run, row, -1)
             session.delete(row)
         session.flush()
+        return attempts
 
     def _store_cache(self, db: Session | Connection, entries: list[dict[str, Any]]) -> None:
         """A fresh answer replaces any older entry of its key (one that expired, or was not read).

@@ -34,6 +34,7 @@ class ResultRecord:
 
     result_id: int
     run_id: int
+    run_subset: bool | None  # its run selected fewer cases than the benchmark holds (None: not recorded)
     model: str
     case_code: str
     pillar: str
@@ -118,6 +119,7 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
         Result.finish_reason,
         Result.prompt_hash,
         Result.created_at,
+        EvaluationRun.subset.label("run_subset"),
     ).execution_options(yield_per=2000)
     for row in session.connection().execute(query):
         cs, us, ps = (
@@ -128,6 +130,7 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
         yield ResultRecord(
             result_id=row.result_id,
             run_id=row.run_id,
+            run_subset=row.run_subset,
             model=row.model,
             case_code=row.case_code,
             pillar=row.pillar,

@@ -164,6 +164,12 @@ class EvaluationRun(SQLModel, table=True):
     )  # the marking models' ids
     judge_policy: str | None = None
     calibration_id: int | None = Field(default=None, foreign_key="judgecalibration.id")
+    # What the session selected (migration 0005; NULL in a run stored before it): a run of fewer cases
+    # than the benchmark holds for its model (-k, --lf, -m, --helmbench-select/-sample, node ids) is a
+    # subset, labelled as such wherever it is shown.
+    subset: bool | None = None
+    selected_cases: int | None = None  # distinct case codes the session selected for the model
+    benchmark_cases: int | None = None  # case codes the benchmark holds for the model
 
 
 class Result(SQLModel, table=True):

@@ -1,0 +1,74 @@
+"""JUnit XML (`--junitxml`): each case's metadata where its `junit_family` allows it.
+
+pytest writes a test's user properties as a testcase-level `<properties>` element, which the xunit1
+(legacy) family allows but xunit2, pytest's default, does not: Jenkins' junit-10.xsd, the schema CI
+servers read, has no properties in a testcase. So under xunit1 a case carries `helmbench_*`
+properties, and under xunit2 the same `name=value` lines go into the testcase's `<system-out>`, written
+by the controller (where pytest's XML writer lives, also under xdist) just before pytest closes the
+testcase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+PROPERTY_FAMILIES = ("xunit1", "legacy")  # the families whose testcases may hold <properties>
+REPORT_ATTRIBUTE = "helmbench_junit"  # on a case's teardown report under xunit2: [[name, value], ...]
+
+
+def writes_properties(config: pytest.Config) -> bool:
+    """True unless this session writes JUnit XML in a family whose testcases may not hold properties.
+
+    Asked in every process: xdist's workers run without the XML writer, but with the controller's
+    options and ini, and their user properties reach the controller's XML."""
+    if not getattr(config.option, "xmlpath", None):
+        return True
+    try:
+        return config.getini("junit_family") in PROPERTY_FAMILIES
+    except ValueError:  # the junitxml plugin is not loaded (-p no:junitxml)
+        return True
+
+
+def system_out(pairs: Iterable[tuple[str, str]]) -> str:
+    """One `name=value` line per property (a value's line breaks become spaces)."""
+    return "\n".join(f"{name}={' '.join(str(value).splitlines())}" for name, value in pairs)
+
+
+class JunitHooks:
+    """Controller (or a serial run): under xunit2, a case's metadata into its testcase's <system-out>."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's writer closes the testcase on the teardown report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        pairs = getattr(report, REPORT_ATTRIBUTE, None)
+        if not pairs or report.when != "teardown":
+            return
+        reporter = _open_testcase(self.config, report)
+        if reporter is None:
+            return
+        import xml.etree.ElementTree as ET
+
+        from _pytest.junitxml import bin_xml_escape
+
+        node = ET.Element("system-out")
+        node.text = bin_xml_escape(system_out((str(name), str(value)) for name, value in pairs))
+        reporter.append(node)
+
+
+def _open_testcase(config: pytest.Config, report: pytest.TestReport) -> Any:
+    """pytest's writer's element for this case, opened by its setup or call report (None: no XML is
+    written, or no testcase is open for it)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - a pytest without its junitxml module
+        return None
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return None
+    key = (getattr(report, "id", report.nodeid), getattr(report, "node", None))
+    return xml.node_reporters.get(key)

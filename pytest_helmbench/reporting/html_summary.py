@@ -1,0 +1,86 @@
+"""The HELMBench summary as pytest-html shows it in its summary section: per model the score with its
+interval, the pass rate, the critical gate and the cost, as the terminal summary says them.
+
+pytest-html inserts these fragments unescaped (`|safe`), so every value is escaped here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from ..execution.selection import RunSelection, subset_label
+from ..execution.unpriced import Unpriced
+from .analytics import gate, score
+from .cost_text import usd
+
+
+def _interval(low: float | None, high: float | None, scale: float = 1.0, unit: str = "") -> str:
+    if low is None or high is None:
+        return ""
+    return f" [95% CI {scale * low:.1f}{unit}-{scale * high:.1f}{unit}]"
+
+
+def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpriced) -> str:
+    figures = score(tally.results)
+    gates = gate(tally.results).get(model)
+    score_text = "n/a" if figures.score is None else f"{figures.score:.1f}/100"
+    score_text += _interval(figures.score_low, figures.score_high)
+    rate = "n/a" if figures.pass_rate is None else f"{100 * figures.pass_rate:.1f}%"
+    rate += _interval(figures.pass_rate_low, figures.pass_rate_high, 100.0, "%")
+    if gates is None or not gates.n_critical:
+        gate_text = "no critical cases"
+    else:
+        raw, confirmed = len(gates.raw_failed_cases), len(gates.failed_cases)
+        gate_text = f"{gates.status} ({confirmed} confirmed, {raw} raw critical failures)"
+    run = f"run {tally.run_id}" if tally.run_id is not None else "not recorded"
+    label = subset_label(selection.subset, selection.selected, selection.total) if selection else ""
+    cells = [
+        (model, "model"),
+        (f"{run}, {label}" if label else run, "run"),
+        (score_text, "score"),
+        (rate, "pass-rate"),
+        (
+            f"{figures.n_passed} passed, {figures.n_failed} failed, {figures.n_errors} errors, "
+            f"{figures.n_skipped} skipped",
+            "counts",
+        ),
+        (gate_text, "gate"),
+        (
+            f"{usd(tally.cost_usd, unpriced.model_calls)} "
+            f"(+ judge {usd(tally.judge_cost_usd, unpriced.judge_calls)})",
+            "cost",
+        ),
+    ]
+    tds = "".join(f'<td class="helmbench-{cls}">{html.escape(text)}</td>' for text, cls in cells)
+    return f"<tr>{tds}</tr>"
+
+
+HEAD = ("Model", "Run", "Score", "Pass rate", "Cases", "Critical gate", "Cost (USD)")
+
+
+def session_summary_html(
+    tallies: Mapping[str, Any],
+    selections: Mapping[str, RunSelection],
+    unpriced: Mapping[str, Unpriced],
+    dry_run_skips: int = 0,
+) -> str:
+    """One fragment: a table with a row per model (nothing sent in a dry run: a line says so)."""
+    parts = ['<div id="helmbench-summary" class="helmbench-summary"><h3>HELMBench summary</h3>']
+    if dry_run_skips:
+        parts.append(
+            f"<p>dry run: {dry_run_skips} case(s) composed and validated; nothing was sent and nothing "
+            "recorded</p>"
+        )
+    if tallies:
+        head = "".join(f"<th>{html.escape(name)}</th>" for name in HEAD)
+        rows = "".join(
+            _row(model, tallies[model], selections.get(model), unpriced.get(model, Unpriced()))
+            for model in sorted(tallies)
+        )
+        parts.append(
+            f'<table class="helmbench-models"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+        )
+    parts.append("</div>")
+    return "".join(parts)
