@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, text
+from sqlalchemy import JSON, inspect, text
 from sqlalchemy.engine import Connection
-from sqlmodel import Session, select
+from sqlmodel import Session, SQLModel, select
 
 from pytest_helmbench.storage.calibration_store import CalibrationRecord, save_calibration
 from pytest_helmbench.storage.engine import REVISIONS, SCHEMA_HEAD, alembic_config, make_engine, upgrade
@@ -594,7 +594,7 @@ def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
     command.upgrade(alembic_config(db_url), "0004")
     at_0004 = _schema(db_url)
     upgrade(db_url)
-    assert _revision(db_url) == SCHEMA_HEAD == "0005"
+    assert _revision(db_url) == SCHEMA_HEAD
     engine = make_engine(db_url)
     try:
         with Session(engine) as session:
@@ -620,5 +620,91 @@ def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
     if db_url.startswith("sqlite"):  # the counter triggers still count
         _insert_copy_of_first_result(db_url)
         assert _scalar(db_url, f"select passed_tests from evaluationrun where id = {old.run_ids[0]}") == 2
+    upgrade(db_url)
+    assert _revision(db_url) == SCHEMA_HEAD
+
+
+# ---------------------------------------------------------------------------------------------
+# 0006: JSON columns as JSONB on PostgreSQL
+
+
+def _json_columns() -> set[tuple[str, str]]:
+    """Every column the models declare as JSON (JSONB on PostgreSQL)."""
+    return {
+        (table.name, column.name)
+        for table in SQLModel.metadata.tables.values()
+        for column in table.columns
+        if isinstance(column.type, JSON)
+    }
+
+
+def _column_types(url: str) -> dict[tuple[str, str], str]:
+    """Each column's type as PostgreSQL names it (information_schema.columns.data_type)."""
+    sql = (
+        "select table_name, column_name, data_type from information_schema.columns"
+        " where table_schema = current_schema()"
+    )
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {(table, column): kind for table, column, kind in conn.execute(text(sql))}
+    finally:
+        engine.dispose()
+
+
+def _postgresql(url: str) -> bool:
+    return url.startswith("postgresql")
+
+
+def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_url):
+    """A populated database at 0005 goes to the head: on PostgreSQL every JSON column is jsonb (rows
+    kept, JSONB operators and equality work), on SQLite nothing changes; and back down to json."""
+    old = _v1_database(db_url, V1_HEAD)
+    command.upgrade(alembic_config(db_url), "0005")
+    at_0005 = _schema(db_url)
+    json_columns = _json_columns()
+    assert len(json_columns) == 16
+    if _postgresql(db_url):
+        assert {_column_types(db_url)[c] for c in json_columns} == {"json"}
+
+    upgrade(db_url)
+
+    assert _revision(db_url) == SCHEMA_HEAD
+    _assert_results_kept(db_url, old)
+    _assert_runs_kept_with_new_columns_empty(db_url, old)
+    if _postgresql(db_url):
+        types = _column_types(db_url)
+        assert {c: types[c] for c in json_columns} == dict.fromkeys(json_columns, "jsonb")
+        assert (
+            _scalar(
+                db_url,
+                "select column_default from information_schema.columns where "
+                "table_name = 'evaluationrun' and column_name = 'judges'",
+            )
+            == "'[]'::jsonb"
+        )
+        details = OLD_RESULTS[2].details
+        assert (
+            _scalar(
+                db_url,
+                "select count(*) from result where evaluation_details -> 'judge' ->> 'model' = 'judge/one'",
+            )
+            == 1
+        )
+        assert (
+            _scalar(
+                db_url, f"select count(*) from result where evaluation_details = '{_as_json(details)}'::jsonb"
+            )
+            == 1
+        )
+        assert _scalar(db_url, "select count(*) from evaluationrun where judges = '[]'::jsonb") == 2
+    else:
+        assert _schema(db_url) == at_0005
+
+    command.downgrade(alembic_config(db_url), "0005")
+
+    assert _revision(db_url) == "0005"
+    assert _schema(db_url) == at_0005
+    _assert_results_kept(db_url, old)
     upgrade(db_url)
     assert _revision(db_url) == SCHEMA_HEAD

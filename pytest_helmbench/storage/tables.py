@@ -11,7 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import DDL, JSON, Column, Text, UniqueConstraint, event
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
+
+#: Every JSON column's type: JSON on SQLite, JSONB on PostgreSQL (binary, indexable, with equality;
+#: migration 0006 converts the columns of an older database).
+JSON_VALUE = JSON().with_variant(JSONB(), "postgresql")
 
 
 def utcnow() -> datetime:
@@ -68,12 +73,12 @@ class Scenario(SQLModel, table=True):
     title: str = ""
     content: str = Field(sa_column=Column(Text, nullable=False))
     category: str | None = None
-    response_schema: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    evaluation_config: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    response_schema: dict[str, Any] = Field(sa_column=Column(JSON_VALUE, nullable=False))
+    evaluation_config: dict[str, Any] = Field(sa_column=Column(JSON_VALUE, nullable=False))
     criteria: str | None = Field(default=None, sa_column=Column(Text))
     risk: str | None = None
     critical: bool = False
-    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
     content_hash: str
 
 
@@ -85,7 +90,7 @@ class ComponentFields(SQLModel):
     title: str = ""
     content: str = Field(sa_type=Text)
     severity: int = 0
-    meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON_VALUE)
     content_hash: str
 
 
@@ -107,7 +112,7 @@ class Perturbation(SQLModel, table=True):
     content: str = Field(sa_column=Column(Text, nullable=False))
     severity: int = 0
     style: str | None = None
-    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
     content_hash: str
 
 
@@ -124,13 +129,13 @@ class JudgeCalibration(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     judge: str = Field(index=True)  # the marking model's id
-    judge_settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    rubric_hashes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    judge_settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
+    rubric_hashes: list[str] = Field(default_factory=list, sa_column=Column(JSON_VALUE, nullable=False))
     rubrics_hash: str = Field(index=True)  # sha256 of the sorted rubric_hashes
     label_set_hash: str
     labeller: str  # who gave the gold verdicts ("authors": not clinicians)
     n_items: int
-    figures: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    figures: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
     benchmark_version: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -143,7 +148,7 @@ class EvaluationRun(SQLModel, table=True):
     llm_id: int = Field(foreign_key="llm.id", index=True)
     session_id: str = Field(index=True)
     status: str = "running"  # running | completed | interrupted
-    options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
     total_tests: int = 0
@@ -158,9 +163,9 @@ class EvaluationRun(SQLModel, table=True):
     # Scores as evidence (migration 0004; NULL in a run stored before it): what was scored with what.
     benchmark_version: str | None = None
     scoring_version: int | None = None  # None: scored before versioning (scoring version 1)
-    scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))  # the headline figures
+    scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON_VALUE))  # the headline figures
     judges: list[str] = Field(
-        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+        default_factory=list, sa_column=Column(JSON_VALUE, nullable=False, server_default="[]")
     )  # the marking models' ids
     judge_policy: str | None = None
     calibration_id: int | None = Field(default=None, foreign_key="judgecalibration.id")
@@ -186,10 +191,12 @@ class Result(SQLModel, table=True):
     prompt: str = Field(sa_column=Column(Text, nullable=False))
     prompt_hash: str = Field(index=True)
     raw_response: str | None = Field(default=None, sa_column=Column(Text))
-    parsed_answer: Any | None = Field(default=None, sa_column=Column(JSON))
-    expected: Any | None = Field(default=None, sa_column=Column(JSON))
-    actual: Any | None = Field(default=None, sa_column=Column(JSON))
-    evaluation_details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    parsed_answer: Any | None = Field(default=None, sa_column=Column(JSON_VALUE))
+    expected: Any | None = Field(default=None, sa_column=Column(JSON_VALUE))
+    actual: Any | None = Field(default=None, sa_column=Column(JSON_VALUE))
+    evaluation_details: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False)
+    )
     latency_ms: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
