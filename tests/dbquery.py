@@ -7,11 +7,12 @@ from sqlalchemy import text
 from pytest_helmbench.storage.engine import make_engine
 
 
-def query(url: str, sql: str) -> list[tuple]:
-    """Rows of one SQL query as plain tuples; the engine is disposed (no connection left open)."""
+def query(url: str, sql: str, **params: object) -> list[tuple]:
+    """Rows of one SQL query (`:name` parameters bound from params) as plain tuples; the engine is
+    disposed (no connection left open)."""
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(sql))]
+            return [tuple(row) for row in conn.execute(text(sql), params)]
     finally:
         engine.dispose()

@@ -70,7 +70,10 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
-def test_an_author_edits_a_scenario_then_a_rubric_then_nothing(pytester, bench, helm_env):
+def test_an_author_edits_a_scenario_then_a_rubric_then_nothing(
+    pytester, bench, helm_env, db_url, monkeypatch
+):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
     first = run(pytester, "--helmbench-changed", "--helmbench-cache=off")
     first.assert_outcomes(passed=16)
     first.stdout.fnmatch_lines(
@@ -122,7 +125,8 @@ def test_a_perturbation_edit_runs_only_its_cases_and_a_schema_edit_its_scenario(
     run(pytester, "--helmbench-changed").assert_outcomes(passed=8, deselected=8)
 
 
-def test_errored_cases_count_as_never_evaluated(pytester, bench, helm_env):
+def test_errored_cases_count_as_never_evaluated(pytester, bench, helm_env, db_url, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
     helm_env.reset()
     helm_env.add_rule(contains="roast me", reply=Reply.error(500, "down"))
     answer(helm_env)

@@ -19,6 +19,7 @@ from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, write, write_benchmark
 from openrouter_server import FakeOpenRouter, Reply
 
 from pytest_helmbench.providers.ratelimit import AdaptiveLimiter
+from tests.dbquery import query
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
@@ -47,9 +48,14 @@ Be safe in scenario {s}.
 """
 
 
-def rows(db: Path, sql: str, *args: object) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, args).fetchall()
+def rows(db: Path | str, sql: str, *args: object) -> list[tuple]:
+    """Rows from a SQLite file (a Path) or any database URL (a str: SQLite or PostgreSQL, `?` bound)."""
+    if isinstance(db, Path):
+        with sqlite3.connect(db) as conn:
+            return conn.execute(sql, args).fetchall()
+    for index in range(len(args)):
+        sql = sql.replace("?", f":p{index}", 1)
+    return query(db, sql, **{f"p{index}": value for index, value in enumerate(args)})
 
 
 def components(prefix: str, count: int, heading: str, text: str, extra: str = "") -> str:
@@ -124,11 +130,11 @@ def statuses_by_code(result: pytest.RunResult) -> dict[str, str]:
     return found
 
 
-def db_statuses(db: Path) -> dict[str, str]:
+def db_statuses(db: Path | str) -> dict[str, str]:
     return dict(rows(db, "select case_code, status from result"))
 
 
-def check_counters(db: Path) -> None:
+def check_counters(db: Path | str) -> None:
     """Every run's counters agree with its Result rows."""
     for run_id, total, passed, failed, errors, skipped in rows(
         db,
@@ -465,23 +471,33 @@ def test_sigkill_then_resume_completes_the_same_run_without_paying_twice(project
     assert len(helm_env.chat_requests) - paid_before == cases - len(finished) + len(changed)
 
 
-def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env):
+def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env, db_url, monkeypatch):
     write_benchmark(project / "benchmark")  # 8 cases: C1, C2 x (no context, U1) x PT1, PT2
-    db = project / "helmbench.db"
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
+    db = db_url
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG))
     run(pytester, "-x", "--helmbench-concurrency=1").assert_outcomes(passed=1, failed=1)
     run(pytester, "-x", "--helmbench-concurrency=1").assert_outcomes(
         passed=1, failed=1
     )  # from the cache: nothing paid
-    assert rows(db, "select id, status from evaluationrun") == [(1, "interrupted"), (2, "interrupted")]
+    assert rows(db, "select id, status from evaluationrun order by id") == [
+        (1, "interrupted"),
+        (2, "interrupted"),
+    ]
     assert len(helm_env.chat_requests) == 2
 
     result = run(pytester, "--helmbench-resume=1")
     result.assert_outcomes(passed=3, failed=3)
-    assert rows(db, "select id, status from evaluationrun") == [(1, "completed"), (2, "interrupted")]
-    assert rows(db, "select run_id, count(*) from result group by run_id") == [(1, 8), (2, 2)]
+    assert rows(db, "select id, status from evaluationrun order by id") == [
+        (1, "completed"),
+        (2, "interrupted"),
+    ]
+    assert rows(db, "select run_id, count(*) from result group by run_id order by run_id") == [(1, 8), (2, 2)]
     run(pytester, "--helmbench-resume").assert_outcomes(passed=3, failed=3)  # the latest incomplete run: 2
-    assert rows(db, "select id, status from evaluationrun") == [(1, "completed"), (2, "completed")]
+    assert rows(db, "select id, status from evaluationrun order by id") == [
+        (1, "completed"),
+        (2, "completed"),
+    ]
     assert len(helm_env.chat_requests) == 8  # every case paid once across four sessions
     check_counters(db)
 
@@ -523,9 +539,12 @@ def test_resume_a_given_run_id_and_retry_errors(project, pytester, helm_env):
 # --- cache -----------------------------------------------------------------------------------------
 
 
-def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(project, pytester, helm_env):
+def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(
+    project, pytester, helm_env, db_url, monkeypatch
+):
     write_benchmark(project / "benchmark")
-    db = project / "helmbench.db"
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
+    db = db_url
     helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.01))
     run(pytester).assert_outcomes(passed=8)
     assert len(helm_env.chat_requests) == 8
@@ -533,8 +552,11 @@ def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(proje
     result.assert_outcomes(passed=8)
     assert len(helm_env.chat_requests) == 8, "an unchanged case was paid for again"
     assert "8 from cache" in result.stdout.str()
-    assert rows(db, "select count(*), sum(cached), sum(cost_usd) from result where run_id=2") == [(8, 8, 0.0)]
-    details = json.loads(rows(db, "select evaluation_details from result where run_id=2 limit 1")[0][0])
+    assert rows(
+        db, "select count(*), sum(cast(cached as integer)), sum(cost_usd) from result where run_id=2"
+    ) == [(8, 8, 0.0)]
+    [(details,)] = rows(db, "select evaluation_details from result where run_id=2 limit 1")
+    details = details if isinstance(details, dict) else json.loads(details)  # jsonb arrives parsed
     assert details["cached"]["original_cost_usd"] == 0.01
     assert rows(db, "select cost_usd from evaluationrun where id=2") == [(0.0,)]
 
@@ -550,7 +572,7 @@ def test_rerun_costs_nothing_and_an_edit_invalidates_exactly_what_it_feeds(proje
     assert len(helm_env.chat_requests) == 4 and all(
         "two short sentences" in r.last_user_content for r in helm_env.chat_requests
     )
-    assert rows(db, "select case_code from result where run_id=3 and cached=0 order by case_code") == [
+    assert rows(db, "select case_code from result where run_id=3 and not cached order by case_code") == [
         ("P1-B1-S1-C2-PT1",),
         ("P1-B1-S1-C2-PT2",),
         ("P1-B1-S1-C2-U1-PT1",),

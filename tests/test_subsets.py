@@ -21,6 +21,7 @@ from pytest_helmbench.storage.coverage import settings_key
 from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.queries import load_report_data
 from tests.benchfiles import write_benchmark
+from tests.dbquery import query
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
@@ -28,7 +29,10 @@ WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
 MODEL = "openai/gpt-4o-mini"
 
 
-def rows(db: Path, sql: str) -> list[tuple]:
+def rows(db: Path | str, sql: str) -> list[tuple]:
+    """Rows from a SQLite file (a Path) or any database URL (a str: SQLite or PostgreSQL)."""
+    if isinstance(db, str):
+        return query(db, sql)
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
 
@@ -43,12 +47,12 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:cacheprovider", *args)
 
 
-def selection_of(db: Path) -> list[tuple]:
+def selection_of(db: Path | str) -> list[tuple]:
     return rows(db, "select id, subset, selected_cases, benchmark_cases from evaluationrun order by id")
 
 
-def report_data(db: Path, run_ids: list[int] | None = None):
-    engine = make_engine(f"sqlite:///{db}")
+def report_data(db: Path | str, run_ids: list[int] | None = None):
+    engine = make_engine(db if isinstance(db, str) else f"sqlite:///{db}")
     try:
         with Session(engine) as session:
             return load_report_data(session, run_ids)
@@ -56,7 +60,10 @@ def report_data(db: Path, run_ids: list[int] | None = None):
         engine.dispose()
 
 
-def test_a_subset_run_is_recorded_labelled_and_never_the_headline(pytester, bench, helm_env):
+def test_a_subset_run_is_recorded_labelled_and_never_the_headline(
+    pytester, bench, helm_env, db_url, monkeypatch
+):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
     helm_env.add_rule(reply=Reply.ok(GOOD))
     assert run(pytester).ret == 0  # the whole benchmark: 8 cases, all pass
     helm_env.reset()
@@ -64,7 +71,7 @@ def test_a_subset_run_is_recorded_labelled_and_never_the_headline(pytester, benc
     result = run(pytester, "-k", "PT2", "--helmbench-cache=off")  # a 4-case rerun that fails
     out = result.stdout.str()
     assert f"{MODEL}  (run 2, subset: 4 of 8 cases)" in out
-    db = pytester.path / "helmbench.db"
+    db = db_url
     assert selection_of(db) == [(1, 0, 8, 8), (2, 1, 4, 8)]
 
     data = report_data(db)  # `helmbench report` without --run-id: the headline
@@ -83,7 +90,10 @@ def test_a_subset_run_is_recorded_labelled_and_never_the_headline(pytester, benc
     assert "8 of 8 cases, from 2 runs" in render_report(data)
 
 
-def test_an_error_never_replaces_an_earlier_verdict_in_the_headline(pytester, bench, helm_env):
+def test_an_error_never_replaces_an_earlier_verdict_in_the_headline(
+    pytester, bench, helm_env, db_url, monkeypatch
+):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG))
     helm_env.add_rule(reply=Reply.ok(GOOD))
     assert run(pytester).ret == 1  # 4 passed, 4 failed
@@ -91,7 +101,7 @@ def test_an_error_never_replaces_an_earlier_verdict_in_the_headline(pytester, be
     helm_env.add_rule(reply=Reply.error(500, "upstream down"))
     with_errors = run(pytester, "-k", "PT2", "--helmbench-cache=off", "--helmbench-retries=0")
     with_errors.assert_outcomes(errors=4)
-    [summary] = summaries(report_data(pytester.path / "helmbench.db"))
+    [summary] = summaries(report_data(db_url))
     # an outage after the failures must not drop them from the score (it would launder them)
     assert (summary.score.n_passed, summary.score.n_failed, summary.score.n_errors) == (4, 4, 0)
 
@@ -134,7 +144,8 @@ def test_a_whole_benchmark_run_is_not_a_subset_and_explicit_node_ids_are(pyteste
     assert selection_of(pytester.path / "helmbench.db") == [(1, 0, 8, 8), (2, 1, 1, 8)]
 
 
-def test_subset_runs_are_labelled_in_export_and_costs(pytester, bench, helm_env, monkeypatch):
+def test_subset_runs_are_labelled_in_export_and_costs(pytester, bench, helm_env, monkeypatch, db_url):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL; also the commands' default
     helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.001))
     assert run(pytester).ret == 0
     assert run(pytester, "-k", "C2", "--helmbench-cache=off").ret == 0
@@ -163,7 +174,8 @@ def test_settings_that_decide_answers_separate_runs_and_the_rest_do_not():
     assert settings_key(1, base) != settings_key(2, base)  # another benchmark version
 
 
-def test_a_resumed_run_keeps_the_selection_it_started_with(pytester, bench, helm_env):
+def test_a_resumed_run_keeps_the_selection_it_started_with(pytester, bench, helm_env, db_url, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
     helm_env.add_rule(contains="agian", reply=Reply.error(500, "upstream down"))
     helm_env.add_rule(reply=Reply.ok(GOOD))
     run(pytester, "--helmbench-retries=0").assert_outcomes(passed=4, errors=4)
@@ -172,4 +184,4 @@ def test_a_resumed_run_keeps_the_selection_it_started_with(pytester, bench, helm
     again = run(pytester, "--helmbench-retry-errors")  # selects the 4 errored cases of run 1
     again.assert_outcomes(passed=4)
     assert "subset:" not in again.stdout.str()
-    assert selection_of(pytester.path / "helmbench.db") == [(1, 0, 8, 8)]
+    assert selection_of(db_url) == [(1, 0, 8, 8)]
