@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from typer.testing import CliRunner
 
 from pytest_helmbench.cli import app
 from tests.benchfiles import write, write_benchmark
+from tests.dbquery import query
 from tests.openrouter_server import Reply
 
 runner = CliRunner()
@@ -53,7 +53,8 @@ def test_show_prints_the_exact_prompt_and_schema(project):
     assert bad.exit_code == 1 and "is not a case of P1-B1-S1" in bad.output
 
 
-def test_run_batch_costs_and_db_upgrade(project, helm_env):
+def test_run_batch_costs_and_db_upgrade(project, helm_env, db_url, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL, for the run and the commands
     helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.002))
     result = runner.invoke(app, ["run-batch", "--scenario", "P1-B1-S1", "--", "-q", "-p", "no:cacheprovider"])
     assert result.exit_code == 0, result.output
@@ -61,8 +62,7 @@ def test_run_batch_costs_and_db_upgrade(project, helm_env):
     costs = runner.invoke(app, ["costs"])
     assert costs.exit_code == 0
     assert "openai/gpt-4o-mini" in costs.stdout and "total: $0.0160 over 1 run(s)" in costs.stdout
-    with sqlite3.connect(project / "helmbench.db") as conn:
-        assert conn.execute("select count(*) from result").fetchone() == (8,)
+    assert query(db_url, "select count(*) from result") == [(8,)]
     assert runner.invoke(app, ["costs", "--model", "nope/model"]).stdout.startswith("no runs")
     upgraded = runner.invoke(app, ["db", "upgrade"])
     assert upgraded.exit_code == 0 and "latest schema" in upgraded.stdout
@@ -134,16 +134,17 @@ def add_cache_entries(url: str, entries: list[tuple[str, str, timedelta]]) -> No
     engine.dispose()
 
 
-def cache_keys(project: Path) -> list[str]:
-    with sqlite3.connect(project / "helmbench.db") as conn:
-        return sorted(key for (key,) in conn.execute("select key from cachedresponse"))
+def cache_keys(url: str) -> list[str]:
+    return sorted(key for (key,) in query(url, "select key from cachedresponse"))
 
 
-def test_cache_prune_by_age_and_model(project):
-    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+def test_cache_prune_by_age_and_model(project, db_url, monkeypatch):
+    monkeypatch.setenv("HELMBENCH_DB", db_url)  # SQLite and PostgreSQL
+    created = runner.invoke(app, ["db", "upgrade"])  # a new, empty database gets the schema
+    assert created.exit_code == 0, created.output
     day = timedelta(days=1)
     add_cache_entries(
-        f"sqlite:///{project / 'helmbench.db'}",
+        db_url,
         [
             ("a-old", "a/m", 40 * day),
             ("a-new", "a/m", day),
@@ -153,14 +154,14 @@ def test_cache_prune_by_age_and_model(project):
     )
     by_age = runner.invoke(app, ["cache", "prune", "--older-than", "30d", "--model", "a/m"])
     assert by_age.exit_code == 0 and by_age.stdout.startswith("removed 1 response-cache entry (older than")
-    assert cache_keys(project) == ["a-new", "b-new", "b-old"]
+    assert cache_keys(db_url) == ["a-new", "b-new", "b-old"]
     older = runner.invoke(app, ["cache", "prune", "--older-than", "2d"])
     assert older.exit_code == 0 and older.stdout.startswith("removed 1 response-cache entry")
-    assert cache_keys(project) == ["a-new", "b-new"]
+    assert cache_keys(db_url) == ["a-new", "b-new"]
     assert runner.invoke(app, ["cache", "prune", "--older-than", "2d"]).stdout.startswith("removed 0 ")
     everything = runner.invoke(app, ["cache", "prune"])
-    assert everything.stdout.startswith("removed 2 response-cache entries from sqlite:///")
-    assert cache_keys(project) == []
+    assert everything.stdout.startswith(f"removed 2 response-cache entries from {db_url.split(':')[0]}:")
+    assert cache_keys(db_url) == []
 
 
 def test_cache_prune_by_model_keeps_other_models(project):
@@ -173,7 +174,7 @@ def test_cache_prune_by_model_keeps_other_models(project):
     assert (
         result.exit_code == 0 and "removed 2 response-cache entries (of a/m) from sqlite:///" in result.stdout
     )
-    assert cache_keys(project) == ["b1"]
+    assert cache_keys(f"sqlite:///{project / 'helmbench.db'}") == ["b1"]
 
 
 @pytest.mark.parametrize("age", ["soon", "0", "-3d", "d"])
