@@ -37,6 +37,7 @@ class ExportFormat(StrEnum):
     csv = "csv"
     json = "json"
     jsonl = "jsonl"
+    parquet = "parquet"
 
 
 def default_db() -> str:
@@ -264,13 +265,19 @@ def report(
 
 def export_results(
     fmt: ExportFormat = typer.Option(
-        ..., "--format", case_sensitive=False, help="csv, json (one list) or jsonl (one object per line)"
+        ...,
+        "--format",
+        case_sensitive=False,
+        help="csv, json (one list), jsonl (one object per line) or parquet (a file; needs pyarrow)",
     ),
-    out: str = typer.Option("-", "--out", help="file to write, or - for standard output"),
+    out: str = typer.Option("-", "--out", "--output", help="file to write, or - for standard output"),
     run_id: list[int] | None = RunIdOption,
     db: str | None = DbOption,
 ) -> None:
     """Write one row per stored Result (default: every run) for pandas and other tools."""
+    if fmt is ExportFormat.parquet:
+        export_parquet_file(out, run_id, db)
+        return
     import sys
 
     from sqlmodel import Session
@@ -301,6 +308,35 @@ def export_results(
         f"exported {count} result row(s) as {fmt.value} to {'standard output' if out == '-' else out}",
         err=True,
     )
+
+
+def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> None:
+    """`export --format parquet`: a binary file, never standard output (a usage error, exit 2); without
+    pandas or pyarrow a one-line error naming the extra (exit 1, as a missing database driver)."""
+    from sqlmodel import Session
+
+    from .reporting.export import export_parquet, require_parquet
+    from .reporting.frames import MissingExtra
+    from .storage.queries import DatasetError, resolve_run_ids
+
+    if out == "-":
+        raise typer.BadParameter("parquet is binary: give a file with --out FILE", param_hint="'--out'")
+    try:
+        require_parquet()
+    except MissingExtra as exc:
+        fail(f"--format parquet: {exc}")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+            count = export_parquet(session, out, ids)
+    except DatasetError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+    typer.echo(f"exported {count} result row(s) as parquet to {out}", err=True)
 
 
 def register(app: typer.Typer) -> None:

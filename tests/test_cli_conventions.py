@@ -73,7 +73,7 @@ def complete(words: str) -> list[str]:
 def test_completion_offers_commands_and_format_choices():
     assert complete("helmbench co") == ["costs"]
     assert {"list", "report", "export", "db", "cache"} <= set(complete("helmbench "))
-    assert complete("helmbench export --format ") == ["csv", "json", "jsonl"]
+    assert complete("helmbench export --format ") == ["csv", "json", "jsonl", "parquet"]
     assert complete("helmbench db ") == ["upgrade", "stamp"]
 
 
@@ -97,7 +97,8 @@ def test_export_format_is_a_choice(project):
     assert bad.exit_code == 2 and bad.stdout == "" and "Traceback" not in bad.output
     message = plain(bad.output)
     assert (
-        "Invalid value for '--format'" in message and "'xml' is not one of 'csv', 'json', 'jsonl'" in message
+        "Invalid value for '--format'" in message
+        and "'xml' is not one of 'csv', 'json', 'jsonl', 'parquet'" in message
     )
     upper = runner.invoke(app, ["export", "--format", "CSV"])  # accepted; then: no database here
     assert upper.exit_code == 1 and upper.output.startswith("error: no database at")
@@ -109,6 +110,7 @@ READ_ONLY = {
     "report": ["report"],
     "report --run-id": ["report", "--run-id", "3"],
     "export": ["export", "--format", "json", "--out", "rows.json"],
+    "export parquet": ["export", "--format", "parquet", "--out", "rows.parquet"],
     "cache prune": ["cache", "prune"],
     "rescore": ["rescore"],
     "db stamp": ["db", "stamp"],

@@ -9,11 +9,12 @@
 - The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` (inline
   SVG drawn in Python, on the primitives of ``svg``) and ``html_report`` (assembly, with
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
-- ``export``: every stored Result as CSV, JSON or JSON Lines.
+- ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
+  scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only the top-level modules that sit on top (plugin,
-controller, state, items, the CLI) import it. Only ``export`` and the page import the storage
+controller, state, items, the CLI) import it. Only ``export``, ``frames`` and the page import the storage
 layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
 ``terminal``, ``html_extras``) use the standard library and pytest-html only.
 """

@@ -1,8 +1,10 @@
-"""`helmbench export`: one flat row per stored Result, as CSV, JSON or JSON Lines, for pandas and other tools.
+"""`helmbench export`: one flat row per stored Result (CSV, JSON, JSON Lines, Parquet) for pandas and others.
 
 Rows are streamed from one joined query, so an export of any size runs in constant memory (except
 JSON's enclosing list, which is still written element by element). Missing values are empty cells
-in CSV and null in JSON; booleans are True/False in CSV (pandas reads them as booleans).
+in CSV and null in JSON; booleans are True/False in CSV (pandas reads them as booleans). The columns
+are storage/columns.py's, shared with `pytest_helmbench.results`; Parquet is written from the same
+typed DataFrame `results(db)` returns, built in memory (pandas and pyarrow: the `parquet` extra).
 """
 
 from __future__ import annotations
@@ -10,21 +12,22 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, TextIO, get_args
 
 from sqlmodel import Session
 
-from ..redaction import redact
+from ..storage.columns import RESULT_NAMES, result_values
 from ..storage.queries import resolve_run_ids
 from ..storage.records import ResultRecord, iter_result_records
+from .frames import MissingExtra, require_pandas, results_frame
 
 ExportFormat = Literal["csv", "json", "jsonl"]
-FORMATS: tuple[str, ...] = get_args(ExportFormat)
+FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet")  # parquet: a file only (export_parquet)
 
-#: The exported columns, in order (documented in the README).
-COLUMNS: tuple[str, ...] = tuple(ResultRecord.__dataclass_fields__)
+#: The exported columns, in order (documented in the README's "Analysis in pandas").
+COLUMNS: tuple[str, ...] = RESULT_NAMES
 
 
 def _value(value: Any) -> Any:
@@ -32,11 +35,26 @@ def _value(value: Any) -> Any:
 
 
 def record_dict(record: ResultRecord) -> dict[str, Any]:
-    """A JSON-ready dict of one record, columns in COLUMNS order; its message without credentials (a
-    database written before errors were redacted may hold one)."""
-    row = {key: _value(value) for key, value in asdict(record).items()}
-    row["reason"] = redact(row["reason"]) if row.get("reason") else row.get("reason")
-    return row
+    """A JSON-ready dict of one record, columns in COLUMNS order, its message redacted (result_values)."""
+    return {key: _value(value) for key, value in zip(COLUMNS, result_values(record), strict=True)}
+
+
+def require_parquet() -> None:
+    """Parquet needs pandas and pyarrow: MissingExtra naming the `parquet` extra otherwise."""
+    require_pandas("parquet")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise MissingExtra("pyarrow is not installed: pip install 'pytest-helmbench[parquet]'") from None
+
+
+def export_parquet(session: Session, path: Path | str, run_ids: Sequence[int] | None = None) -> int:
+    """Write every Result of the given runs (default: every run) to a Parquet file, typed as
+    `results(db)`; returns the row count. DatasetError for an empty database or unknown run."""
+    require_parquet()
+    frame = results_frame(session, resolve_run_ids(session, run_ids, all_runs=True))
+    frame.to_parquet(path, index=False)
+    return len(frame)
 
 
 def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Sequence[int] | None = None) -> int:
@@ -44,8 +62,9 @@ def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Sequence[i
 
     Raises ValueError for an unknown format and DatasetError for an empty database or unknown run.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt not in get_args(ExportFormat):  # parquet is binary: export_parquet writes a file
+        text = ", ".join(get_args(ExportFormat))
+        raise ValueError(f"unknown text export format {fmt!r}; use one of {text} (parquet: export_parquet)")
     ids = resolve_run_ids(session, run_ids, all_runs=True)
     records = iter_result_records(session, ids)
     if fmt == "csv":

@@ -1,0 +1,284 @@
+"""`pytest_helmbench.results`: runs, Results and scores as typed DataFrames, sharing their columns with
+`helmbench export` (also as Parquet), on SQLite and a real PostgreSQL; the README's paired comparison
+runs as written."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlmodel import Session
+from typer.testing import CliRunner
+
+from pytest_helmbench import cli
+from pytest_helmbench.errors import HelmbenchError
+from pytest_helmbench.reporting.export import COLUMNS, export
+from pytest_helmbench.results import results, runs, scores
+from pytest_helmbench.storage.columns import RESULT_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS, Column, names
+from pytest_helmbench.storage.engine import open_existing
+from pytest_helmbench.storage.queries import DatasetError
+from pytest_helmbench.storage.records import ResultRecord
+from tests.benchfiles import SCENARIO, write_benchmark, write_scenario
+from tests.dbquery import query
+from tests.openrouter_server import FakeOpenRouter, Reply
+from tests.test_cli_conventions import plain as usage_text
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+A, B = "openai/gpt-4o-mini", "anthropic/claude-3.5-haiku"  # the README snippet's two models
+GOOD = {"category": "ANSWER", "response": "Mitochondria."}
+WRONG = {"category": "HANDOFF", "response": "no"}
+
+
+def run_two_models(pytester: pytest.Pytester, server: FakeOpenRouter, db_url: str | None = None) -> None:
+    """A real run of two models on three scenarios (24 cases each). A fails every PT2 case (`agian`).
+    B errors on every U1 case (`roast me`), fails every case of S2 (`Oxford`) and every other C1 case
+    (`friendly`). B's answers are unpriced."""
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark", scenarios=("P1-B1-S1", "P1-B1-S2", "P1-B1-S3"))
+    write_scenario(root, "P1-B1-S2", frontmatter_md=SCENARIO.replace("Sydney", "Oxford"))
+    write_scenario(root, "P1-B1-S3", frontmatter_md=SCENARIO.replace("Sydney", "Kyoto"))
+    server.add_rule(model=A, contains="agian", reply=Reply.ok(WRONG, cost=0.002))
+    server.add_rule(model=B, contains="roast me", reply=Reply.error(500, "down"))
+    server.add_rule(model=B, contains="Oxford", reply=Reply.ok(WRONG, cost=None))
+    server.add_rule(model=B, contains="friendly", reply=Reply.ok(WRONG, cost=None))
+    server.add_rule(model=A, reply=Reply.ok(GOOD, cost=0.001))
+    server.add_rule(model=B, reply=Reply.ok(GOOD, cost=None))
+    args = ["benchmark", "-p", "no:randomly", "-p", "no:xdist", "--helmbench-retries=0"]
+    args += [f"--helmbench-model={A},{B}"] + ([f"--helmbench-db={db_url}"] if db_url else [])
+    pytester.runpytest(*args).assert_outcomes(passed=16, failed=20, errors=12)
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter, db_url: str) -> str:
+    """The two-model run stored in a SQLite file or a real PostgreSQL database; returns its URL."""
+    run_two_models(pytester, helm_env, db_url)
+    return db_url
+
+
+def exported_rows(db_url: str) -> list[dict]:
+    out = io.StringIO()
+    engine = open_existing(db_url)
+    try:
+        with Session(engine) as session:
+            export(session, "jsonl", out)
+    finally:
+        engine.dispose()
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def plain(value: object) -> object:
+    """A DataFrame cell as export's JSON writes it: <NA>/NaT -> None, timestamps -> naive ISO text."""
+    if value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value.item() if hasattr(value, "item") else value
+
+
+def test_the_result_columns_are_the_records_fields_and_export_header():
+    assert names(RESULT_COLUMNS) == tuple(ResultRecord.__dataclass_fields__) == COLUMNS
+
+
+def test_results_equal_export_rows_and_are_typed(recorded):
+    frame = results(recorded)
+    rows = exported_rows(recorded)
+    assert tuple(frame.columns) == COLUMNS and len(frame) == len(rows) == 48
+    assert {c.name: str(frame[c.name].dtype) for c in RESULT_COLUMNS} == {
+        c.name: str(pd.Series(pd.array([], dtype=c.dtype)).dtype)
+        if "datetime" not in c.dtype
+        else "datetime64[us, UTC]"
+        for c in RESULT_COLUMNS
+    }
+    for record, row in zip(frame.to_dict("records"), rows, strict=True):
+        stamp = pd.Timestamp(row.pop("created_at"))  # export: ISO 8601 as stored (naive: UTC)
+        assert record.pop("created_at") == (stamp.tz_localize("UTC") if stamp.tz is None else stamp)
+        assert {k: plain(v) for k, v in record.items()} == row
+    stored = query(recorded, "select count(*), sum(case when status = 'error' then 1 else 0 end) from result")
+    assert stored == [(48, 12)]
+    errored = frame[frame.status == "error"]
+    assert errored.cost_usd.isna().all() and errored.prompt_tokens.isna().all()
+    assert set(frame[frame.user_context.isna()].case_code.str.count("-U")) == {0}
+    assert frame.created_at.dt.tz is not None and frame.created_at.notna().all()
+    assert frame.loc[frame.model == A, "cost_usd"].sum() == pytest.approx(12 * 0.002 + 12 * 0.001)
+
+
+def test_runs_and_scores(recorded):
+    found = runs(recorded)
+    assert tuple(found.columns) == names(RUN_COLUMNS) and list(found.run_id) == [1, 2]
+    stored = dict(
+        query(recorded, "select l.model_id, e.id from evaluationrun e join llm l on l.id = e.llm_id")
+    )
+    by = found.set_index("model")
+    assert by.run_id.to_dict() == stored and set(found.status) == {"completed"}
+    assert (by.passed[A], by.failed[A], by.errors[A]) == (12, 12, 0)
+    assert (by.passed[B], by.failed[B], by.errors[B]) == (4, 8, 12)
+    assert found.finished_at.notna().all() and (found.finished_at >= found.started_at).all()
+    assert (by.unpriced_model_calls[A], by.unpriced_model_calls[B]) == (0, 12)  # B's answers: no price
+    assert by.cost_usd[A] == pytest.approx(0.036) and A in by.options[A]
+    assert list(found.subset) == [False, False] and list(found.subset_label) == ["", ""]
+    figures = scores(recorded)
+    assert tuple(figures.columns) == names(SCORE_COLUMNS) and list(figures.run_id) == [1, 2]
+    fig = figures.set_index("model")
+    assert (fig.pass_rate[A], fig.pass_rate[B]) == (0.5, pytest.approx(4 / 12))
+    assert (fig.errors[A], fig.errors[B], fig.unpriced_calls[B]) == (0, 12, 12)
+    assert not figures.scored_now.any() and fig.total_cost_usd[A] == pytest.approx(0.036)
+    assert (figures.score_low <= figures.score).all() and (figures.score <= figures.score_high).all()
+    assert list(runs(recorded, [stored[B]]).model) == [B] and list(scores(recorded, [stored[A]]).model) == [A]
+
+
+def test_a_run_without_stored_figures_is_scored_when_read(pytester, helm_env, tmp_path):
+    run_two_models(pytester, helm_env)
+    db = pytester.path / "helmbench.db"
+    stored = scores(f"sqlite:///{db}")
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("update evaluationrun set scores = null, scoring_version = null")
+    now = scores(f"sqlite:///{db}")
+    assert now.scored_now.all() and not stored.scored_now.any()
+    pd.testing.assert_frame_equal(
+        now.drop(columns=["scored_now"]), stored.drop(columns=["scored_now"]), check_exact=False
+    )
+
+
+def test_an_empty_database_gives_empty_typed_frames(db_url):
+    from pytest_helmbench.storage.engine import upgrade
+
+    upgrade(db_url)
+    for read, columns in ((results, RESULT_COLUMNS), (runs, RUN_COLUMNS), (scores, SCORE_COLUMNS)):
+        frame = read(db_url)
+        assert frame.empty and tuple(frame.columns) == names(columns)
+    with pytest.raises(DatasetError, match=r"holds no evaluation run yet"):
+        results(db_url, [3])
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("sqlite:///{tmp}/missing.db", "no database at {tmp}/missing.db"),
+        ("nosuchdb://user@host/x", "names no database SQLAlchemy knows"),
+        ("not a url", "is not a valid SQLAlchemy URL"),
+    ],
+)
+def test_a_database_is_never_created(tmp_path, url, message):
+    before = set(tmp_path.iterdir())
+    for read in (results, runs, scores):
+        with pytest.raises(HelmbenchError, match=re.escape(message.format(tmp=tmp_path))):
+            read(url.format(tmp=tmp_path))
+    assert set(tmp_path.iterdir()) == before  # no file, folder or lock file left behind
+
+
+def test_without_pandas_the_error_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now raises ImportError
+    with pytest.raises(ImportError, match=re.escape("pip install 'pytest-helmbench[pandas]'")):
+        results(f"sqlite:///{tmp_path / 'x.db'}")
+    assert not (tmp_path / "x.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# helmbench export --format parquet
+
+
+@pytest.fixture
+def sqlite_run(pytester: pytest.Pytester, helm_env: FakeOpenRouter, monkeypatch) -> Path:
+    run_two_models(pytester, helm_env)
+    monkeypatch.chdir(pytester.path)
+    return pytester.path / "helmbench.db"
+
+
+def test_export_parquet_is_the_results_frame(sqlite_run):
+    outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet", "--output", "r.parquet"])
+    assert outcome.exit_code == 0, outcome.output
+    assert "exported 48 result row(s) as parquet to r.parquet" in outcome.output
+    back = pd.read_parquet(sqlite_run.parent / "r.parquet")
+    pd.testing.assert_frame_equal(back, results(f"sqlite:///{sqlite_run}"))
+    run_a = query(
+        f"sqlite:///{sqlite_run}",
+        f"select e.id from evaluationrun e join llm l on l.id = e.llm_id and l.model_id = '{A}'",
+    )
+    one = CliRunner().invoke(
+        cli.app, ["export", "--format", "parquet", "--out", "a.parquet", "--run-id", str(run_a[0][0])]
+    )
+    assert one.exit_code == 0 and set(pd.read_parquet(sqlite_run.parent / "a.parquet").model) == {A}
+
+
+def test_export_csv_reads_back_as_the_results_frame(sqlite_run):
+    outcome = CliRunner().invoke(cli.app, ["export", "--format", "csv", "--out", "r.csv"])
+    assert outcome.exit_code == 0, outcome.output
+    with open(sqlite_run.parent / "r.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    frame = results(f"sqlite:///{sqlite_run}")
+    assert tuple(rows[0]) == tuple(frame.columns)
+    cells = [
+        ["" if plain(v) is None else str(plain(v)) for v in row] for row in frame.itertuples(index=False)
+    ]
+    stamps = [pd.Timestamp(row.pop()) for row in rows[1:]]  # created_at, last: ISO 8601 as stored
+    assert [s.tz_localize("UTC") if s.tz is None else s for s in stamps] == list(frame.created_at)
+    assert rows[1:] == [row[:-1] for row in cells]
+
+
+def test_parquet_needs_a_file(sqlite_run):
+    outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet"])
+    assert outcome.exit_code == 2 and "parquet is binary: give a file with --out FILE" in usage_text(
+        outcome.output
+    )
+    assert not list(sqlite_run.parent.glob("*.parquet"))
+
+
+def test_parquet_without_pyarrow_names_the_extra(sqlite_run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet", "--out", "r.parquet"])
+    assert outcome.exit_code == 1 and outcome.output == (
+        "error: --format parquet: pyarrow is not installed: pip install 'pytest-helmbench[parquet]'\n"
+    )
+    assert not (sqlite_run.parent / "r.parquet").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The README: its column tables are columns.py's, and its paired comparison runs as written
+
+
+def readme_table(heading: str) -> list[Column]:
+    """The `| `name` | dtype | meaning |` rows of the table after the bold heading `heading`."""
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index(f"**{heading}**") :]
+    table = after[after.index("| column | type | meaning |") :].split("\n\n", 1)[0]
+    return [Column(*re.match(r"\| `(\w+)` \| ([^|]+?) \|", line).groups()) for line in table.splitlines()[2:]]
+
+
+@pytest.mark.parametrize(
+    "heading, columns",
+    [("Result columns", RESULT_COLUMNS), ("Run columns", RUN_COLUMNS), ("Score columns", SCORE_COLUMNS)],
+)
+def test_the_readme_documents_every_column_and_type(heading, columns):
+    assert readme_table(heading) == list(columns)
+
+
+def readme_snippet() -> str:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- paired-comparison:start -->", 1)[1].split("<!-- paired-comparison:end -->")[0]
+    return block.strip().removeprefix("```python").removesuffix("```")
+
+
+def test_the_readme_paired_comparison_runs_as_written(sqlite_run, capsys):
+    code = readme_snippet()
+    assert len([line for line in code.splitlines() if line.strip()]) == 12  # two imports, ten lines
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own snippet
+    printed = capsys.readouterr().out
+    # Independently: of the 12 cases both answered (B errored on U1), A passed the 6 PT1 ones; B failed S2
+    # and C1. Only A passed C1-PT1 in S1 and S3, and both PT1 cases of S2; only B passed C2-PT2 in S1, S3.
+    # The difference (4 - 2) / 12; resampling three scenarios (S2: +2 of 4, the others 0 of 4) gives
+    # 0 to 3 copies of S2: 0 has probability 8/27 and 3 has 1/27, above 2.5%, so the interval is 0 to 6/12.
+    assert printed.splitlines() == [
+        f"only {A} passed 4, only {B} passed 2",
+        f"pass rate {A} minus {B}: +16.7% (95% CI +0.0% to +50.0%)",
+    ]
+    text = README.read_text(encoding="utf-8")
+    assert "\n".join(printed.splitlines()) in text  # the output the README shows is this one
