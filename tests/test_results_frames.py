@@ -57,10 +57,39 @@ def run_two_models(pytester: pytest.Pytester, server: FakeOpenRouter, db_url: st
     pytester.runpytest(*args).assert_outcomes(passed=16, failed=20, errors=12)
 
 
+_BUILT: dict[str, Path] = {}  # the SQLite run, made once per test process and copied for each test
+
+
+def sqlite_run_at(
+    target: Path, pytester: pytest.Pytester, server: FakeOpenRouter, temp: pytest.TempPathFactory
+) -> Path:
+    """The two-model run's SQLite database at `target` (a copy after the first test that needs it)."""
+    if "db" not in _BUILT:
+        run_two_models(pytester, server)
+        _BUILT["db"] = temp.mktemp("frames") / "helmbench.db"
+        copy_db(pytester.path / "helmbench.db", _BUILT["db"])
+    if target != pytester.path / "helmbench.db" or not target.exists():
+        copy_db(_BUILT["db"], target)
+    return target
+
+
+def copy_db(source: Path, target: Path) -> None:
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
+
+
 @pytest.fixture
-def recorded(pytester: pytest.Pytester, helm_env: FakeOpenRouter, db_url: str) -> str:
+def recorded(
+    pytester: pytest.Pytester, helm_env: FakeOpenRouter, db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> str:
     """The two-model run stored in a SQLite file or a real PostgreSQL database; returns its URL."""
-    run_two_models(pytester, helm_env, db_url)
+    if db_url.startswith("sqlite"):
+        sqlite_run_at(Path(db_url.removeprefix("sqlite:///")), pytester, helm_env, tmp_path_factory)
+    else:
+        run_two_models(pytester, helm_env, db_url)
     return db_url
 
 
@@ -88,7 +117,13 @@ def test_the_result_columns_are_the_records_fields_and_export_header():
     assert names(RESULT_COLUMNS) == tuple(ResultRecord.__dataclass_fields__) == COLUMNS
 
 
-def test_results_equal_export_rows_and_are_typed(recorded):
+def test_frames_of_a_real_run(recorded):
+    """One test per database kind: a run on PostgreSQL takes seconds."""
+    check_results_equal_export_rows_and_are_typed(recorded)
+    check_runs_and_scores(recorded)
+
+
+def check_results_equal_export_rows_and_are_typed(recorded: str) -> None:
     frame = results(recorded)
     rows = exported_rows(recorded)
     assert tuple(frame.columns) == COLUMNS and len(frame) == len(rows) == 48
@@ -111,7 +146,7 @@ def test_results_equal_export_rows_and_are_typed(recorded):
     assert frame.loc[frame.model == A, "cost_usd"].sum() == pytest.approx(12 * 0.002 + 12 * 0.001)
 
 
-def test_runs_and_scores(recorded):
+def check_runs_and_scores(recorded: str) -> None:
     found = runs(recorded)
     assert tuple(found.columns) == names(RUN_COLUMNS) and list(found.run_id) == [1, 2]
     stored = dict(
@@ -135,9 +170,8 @@ def test_runs_and_scores(recorded):
     assert list(runs(recorded, [stored[B]]).model) == [B] and list(scores(recorded, [stored[A]]).model) == [A]
 
 
-def test_a_run_without_stored_figures_is_scored_when_read(pytester, helm_env, tmp_path):
-    run_two_models(pytester, helm_env)
-    db = pytester.path / "helmbench.db"
+def test_a_run_without_stored_figures_is_scored_when_read(pytester, helm_env, tmp_path_factory):
+    db = sqlite_run_at(pytester.path / "helmbench.db", pytester, helm_env, tmp_path_factory)
     stored = scores(f"sqlite:///{db}")
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("update evaluationrun set scores = null, scoring_version = null")
@@ -187,10 +221,13 @@ def test_without_pandas_the_error_names_the_extra(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def sqlite_run(pytester: pytest.Pytester, helm_env: FakeOpenRouter, monkeypatch) -> Path:
-    run_two_models(pytester, helm_env)
+def sqlite_run(
+    pytester: pytest.Pytester, helm_env: FakeOpenRouter, monkeypatch, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The two-model run's database as helmbench.db in the current folder (the commands' default)."""
     monkeypatch.chdir(pytester.path)
-    return pytester.path / "helmbench.db"
+    monkeypatch.delenv("HELMBENCH_DB", raising=False)
+    return sqlite_run_at(pytester.path / "helmbench.db", pytester, helm_env, tmp_path_factory)
 
 
 def test_export_parquet_is_the_results_frame(sqlite_run):
