@@ -121,7 +121,7 @@ def exported(db: Path, fmt: str, run_ids: list[int] | None = None) -> tuple[str,
 
 
 def test_columns_are_the_documented_ones():
-    assert COLUMNS == DOCUMENTED_COLUMNS  # the README's export section lists exactly these
+    assert COLUMNS == DOCUMENTED_COLUMNS  # as documented (README "Result columns", test_results_frames.py)
 
 
 def test_csv_round_trip(recorded):

@@ -269,6 +269,14 @@ def test_parquet_needs_a_file(sqlite_run):
     assert not list(sqlite_run.parent.glob("*.parquet"))
 
 
+def test_parquet_of_an_unknown_run_writes_nothing(sqlite_run):
+    outcome = CliRunner().invoke(
+        cli.app, ["export", "--format", "parquet", "--out", "r.parquet", "--run-id", "9"]
+    )
+    assert outcome.exit_code == 1 and outcome.output == "error: no run with id 9 (known runs: 1-2)\n"
+    assert not (sqlite_run.parent / "r.parquet").exists()
+
+
 def test_parquet_without_pyarrow_names_the_extra(sqlite_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet", "--out", "r.parquet"])
