@@ -25,7 +25,7 @@ __all__ = ["results", "runs", "scores"]
 
 def _read(
     db: str, run_ids: Sequence[int] | None, build: Callable[[Session, Sequence[int] | None], pandas.DataFrame]
-):
+) -> pandas.DataFrame:
     """`build` on a session of the existing database `db` (never created), disposed of afterwards."""
     from sqlmodel import Session
 
