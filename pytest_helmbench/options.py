@@ -164,6 +164,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("sample-seed", "seed of --helmbench-sample (default 0)", "HELMBENCH_SAMPLE_SEED", "0"),
     Option(
+        "shard",
+        "run shard K of N (e.g. 2/3): a deterministic, behaviour-balanced 1/N of the selected cases",
+        "HELMBENCH_SHARD",
+    ),
+    Option(
         "fail-under",
         "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
         "HELMBENCH_FAIL_UNDER",

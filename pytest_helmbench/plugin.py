@@ -30,6 +30,7 @@ from .suite.cases import parse_selectors
 from .suite.files import leads_outside
 from .suite.prompt import compose
 from .suite.sampling import sample_codes
+from .suite.shards import parse_shard, shard_codes
 from .xdist_hooks import XdistHooks
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
@@ -119,13 +120,27 @@ def pytest_collection_modifyitems(
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--helmbench-sample draws from what `-k`, `-m` and `--helmbench-select` kept: this plain hook
-    runs after theirs (`--helmbench-changed` and `--lf` wrap every plain hook, so they come after)."""
+    runs after theirs (`--helmbench-changed` and `--lf` wrap every plain hook, so they come after);
+    then --helmbench-shard splits what the sample kept."""
     if not case_items(items):  # also when collection failed on a bad setting: nothing to read
         return
     state = HelmbenchState.get(config)
     if state.settings.sample:
         entries = ((it.case.scenario.behaviour, it.case.code) for it in case_items(items))
         chosen = sample_codes(entries, state.settings.sample, state.settings.sample_seed)
+        keep_cases(config, items, lambda it: it.case.code in chosen)
+    _apply_shard(state, config, items)
+
+
+def _apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--helmbench-shard K/N, after the sample: this process runs its 1/N of what is left."""
+    try:
+        shard = parse_shard(state.option("shard"))
+    except (ValueError, HelmbenchError) as exc:
+        raise pytest.UsageError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
+    if shard is not None:
+        entries = [(it.case.scenario.behaviour, it.case.code) for it in case_items(items)]
+        chosen = shard_codes(entries, shard)
         keep_cases(config, items, lambda it: it.case.code in chosen)
 
 
