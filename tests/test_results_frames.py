@@ -32,6 +32,10 @@ from tests.dbquery import query
 from tests.openrouter_server import FakeOpenRouter, Reply
 from tests.test_cli_conventions import plain as usage_text
 
+# pandas writes and reads Parquet with modules it imports on first use: import them now, before any
+# in-process pytester run, whose teardown drops the modules first imported during it (conftest.py).
+pd.read_parquet(io.BytesIO(pd.DataFrame({"x": [1]}).to_parquet()))
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 A, B = "openai/gpt-4o-mini", "anthropic/claude-3.5-haiku"  # the README snippet's two models
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
@@ -261,12 +265,17 @@ def test_export_csv_reads_back_as_the_results_frame(sqlite_run):
     assert rows[1:] == [row[:-1] for row in cells]
 
 
-def test_parquet_needs_a_file(sqlite_run):
+def test_parquet_needs_a_file(tmp_path, monkeypatch):
+    """No pytester run here: typer renders a usage error with modules it imports on first use, which a
+    pytester run's teardown would drop (conftest.py), breaking later usage errors."""
+    monkeypatch.chdir(tmp_path)
     outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet"])
-    assert outcome.exit_code == 2 and "parquet is binary: give a file with --out FILE" in usage_text(
-        outcome.output
+    message = usage_text(outcome.output)
+    assert (
+        outcome.exit_code == 2
+        and "Invalid value for '--out': parquet is binary: give a file with --out FILE" in message
     )
-    assert not list(sqlite_run.parent.glob("*.parquet"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_parquet_of_an_unknown_run_writes_nothing(sqlite_run):
@@ -278,7 +287,7 @@ def test_parquet_of_an_unknown_run_writes_nothing(sqlite_run):
 
 
 def test_parquet_without_pyarrow_names_the_extra(sqlite_run, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` now raises ImportError
     outcome = CliRunner().invoke(cli.app, ["export", "--format", "parquet", "--out", "r.parquet"])
     assert outcome.exit_code == 1 and outcome.output == (
         "error: --format parquet: pyarrow is not installed: pip install 'pytest-helmbench[parquet]'\n"
