@@ -109,7 +109,7 @@ def exported_rows(db_url: str) -> list[dict]:
 
 
 def plain(value: object) -> object:
-    """A DataFrame cell as export's JSON writes it: <NA>/NaT -> None, timestamps -> naive ISO text."""
+    """A DataFrame cell as export writes it: <NA>/NaT -> None, a timestamp -> ISO 8601, numpy -> Python."""
     if value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, pd.Timestamp):
