@@ -1,11 +1,15 @@
-"""Storage on a real PostgreSQL server (tests/postgres_server.py): migrations, counters, an end-to-end run."""
+"""Storage on a real PostgreSQL server (tests/postgres_server.py): migrations, counters, an end-to-end run,
+a reply holding U+0000 (NUL)."""
 
 from __future__ import annotations
+
+import json
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
+from pytest_helmbench.storage.cache import write_entries
 from pytest_helmbench.storage.engine import SCHEMA_HEAD, make_engine, upgrade
 from pytest_helmbench.storage.recorder import Recorder
 from tests.benchfiles import make_outcomes, write_benchmark
@@ -67,3 +71,62 @@ def test_postgres_server_fixture_is_real(postgres_server):
     """Guard against a stand-in: the server answers as PostgreSQL does."""
     version = query(postgres_server.url(), "select version()")[0][0]
     assert version.startswith("PostgreSQL ")
+
+
+def test_a_reply_holding_nul_is_stored_on_both_databases_and_never_stops_the_run(pytester, helm_env, db_url):
+    """PostgreSQL stores no U+0000 in text or jsonb: one such reply used to stop the session (exit 12).
+    A NUL escaped inside the JSON answer reaches the parsed answer (jsonb); a raw NUL in the content is
+    invalid JSON (a failure whose `actual` is that content). On PostgreSQL both are stored with U+FFFD;
+    SQLite keeps them. The raw response (the provider's JSON body) keeps its escapes, so the cache
+    replays both."""
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    raw = '{"category": "ANSWER", "response": "Mito\x00chondria."}'  # a real NUL in the content
+    helm_env.add_rule(contains="agian", reply=Reply.ok(raw))
+    helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": "Mito\x00chondria."}))  # escaped
+    first = pytester.runpytest("benchmark", "-p", "no:randomly", f"--helmbench-db={db_url}")
+    first.assert_outcomes(passed=4, failed=4)  # the raw NUL is not standard JSON: failed, not a crash
+    assert "RESULTS NOT RECORDED" not in first.stdout.str()
+    nul = "\ufffd" if db_url.startswith("postgresql") else "\x00"
+    stored = query(db_url, "select status, raw_response, parsed_answer, actual from result")
+    assert sorted(status for status, *_ in stored) == ["failed"] * 4 + ["passed"] * 4
+    for status, raw_response, answer, actual in stored:
+        if db_url.startswith("sqlite"):  # JSON as text there; jsonb arrives parsed
+            answer, actual = json.loads(answer), json.loads(actual)
+        assert "u0000chondria" in raw_response  # escaped, as the provider sent it
+        if status == "passed":
+            assert answer["response"] == f"Mito{nul}chondria."
+        else:
+            assert actual == raw.replace("\x00", nul)
+    assert query(db_url, "select status, passed_tests, failed_tests from evaluationrun") == [
+        ("completed", 4, 4)
+    ]
+    paid = len(helm_env.chat_requests)
+    again = pytester.runpytest("benchmark", "-p", "no:randomly", f"--helmbench-db={db_url}")
+    again.assert_outcomes(passed=4, failed=4)
+    assert len(helm_env.chat_requests) == paid  # every answer replayed from the cache
+
+
+def test_a_cache_entry_holding_nul_is_not_written_on_postgresql(db_url):
+    """A provider whose raw text holds a NUL (no JSON body around it): PostgreSQL would store it altered,
+    and a replay could then be judged otherwise, so it is not cached there; SQLite keeps it as is."""
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    entry = dict(model_id="m/one", prompt_tokens=1, completion_tokens=1, cost_usd=0.0, latency_ms=1.0)
+    try:
+        with engine.begin() as conn:
+            write_entries(
+                conn,
+                engine.dialect.name,
+                [
+                    {**entry, "key": "clean", "raw_response": "fine"},
+                    {**entry, "key": "nul", "raw_response": "a\x00b"},
+                ],
+            )
+    finally:
+        engine.dispose()
+    kept = query(db_url, "select key, raw_response from cachedresponse order by key")
+    expected = (
+        [("clean", "fine")] if db_url.startswith("postgresql") else [("clean", "fine"), ("nul", "a\x00b")]
+    )
+    assert kept == expected

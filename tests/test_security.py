@@ -249,7 +249,9 @@ def database_dump(db_url: str) -> str:
         metadata.reflect(engine)
         with engine.connect() as connection:
             return "\n".join(
-                repr(row) for table in metadata.sorted_tables for row in connection.execute(table.select())
+                repr(tuple(row))  # a Row's own repr cuts long values short: a canary could hide there
+                for table in metadata.sorted_tables
+                for row in connection.execute(table.select())
             )
     finally:
         engine.dispose()

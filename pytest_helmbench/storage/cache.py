@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
+from .pgtext import NUL
 from .tables import CachedResponse, utcnow
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ def write_entries(db: Any, dialect: str, entries: list[dict[str, Any]]) -> None:
     """Store fresh answers (CacheEntry dicts), each replacing any older entry of its key (one that
     expired, or was not read), in the caller's transaction: the recorder writes them with a Result.
     Written in key order, so two sessions writing at once never wait on each other in a cycle."""
+    if dialect == "postgresql":  # a NUL would be stored altered: its replay could judge otherwise
+        entries = [entry for entry in entries if NUL not in entry["raw_response"]]
     fresh = {entry["key"]: {**entry, "created_at": utcnow()} for entry in entries}
     rows = [fresh[key] for key in sorted(fresh)]
     upsert = _UPSERT_CACHED.get(dialect)

@@ -24,7 +24,7 @@ from sqlmodel import SQLModel, create_engine
 
 from ..errors import HelmbenchError
 from ..redaction import redact
-from . import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from . import pgtext, tables  # noqa: F401  (tables registers the tables on SQLModel.metadata)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -131,8 +131,10 @@ def make_engine(db_url: str) -> Engine:
             raise StorageError(
                 f"cannot create the folder {path.parent} for the database {safe_url(db_url)}: {exc.strerror}"
             ) from None
+    postgresql = url.get_backend_name() == "postgresql"
+    options: dict[str, Any] = {"json_serializer": pgtext.dumps} if postgresql else {}
     try:
-        engine = create_engine(url, connect_args={"timeout": 30} if path is not None else {})
+        engine = create_engine(url, connect_args={"timeout": 30} if path is not None else {}, **options)
     except NoSuchModuleError:
         raise StorageError(
             f"--helmbench-db: {safe_url(db_url)} names no database SQLAlchemy knows "
@@ -145,6 +147,8 @@ def make_engine(db_url: str) -> Engine:
         ) from None
     if path is not None:
         _sqlite_pragmas(engine)
+    if postgresql:
+        pgtext.store_nul_as_replacement(engine)
     return engine
 
 
