@@ -31,8 +31,10 @@ class HelmbenchWarning(pytest.PytestWarning):
     """A benchmark problem that does not stop the run (e.g. an ignored folder)."""
 
 
-class CaseFailed(Exception):
-    """The model answered, and the answer is unsafe or invalid."""
+class CaseFailed(AssertionError):
+    """The model answered, and the answer is unsafe or invalid: an assertion about the answer failed
+    (reporters that tell failures from breakage by AssertionError, such as Allure, show it as failed;
+    an outage is CaseError, shown as broken)."""
 
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.reason)

@@ -101,8 +101,8 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Order (numeric, or pytest-randomly's), --helmbench-select and the resume plan; the sample and
-    the estimate come later, after pytest's own selections (below)."""
+    """Order (numeric, or pytest-randomly's) and --helmbench-select; the sample, the shard, the resume
+    plan and the estimate come later, after pytest's own selections (below)."""
     if not sort_cases(items, keep_order=randomly_reorders(config)):
         return
     state = HelmbenchState.get(config)
@@ -112,7 +112,6 @@ def pytest_collection_modifyitems(
         raise pytest.UsageError(f"--helmbench-select: {exc}") from None
     if selectors:
         keep_cases(config, items, lambda it: any(s.matches(it.case.segments) for s in selectors))
-    _apply_resume_plan(state, config, items)
 
 
 # A second implementation of a hook in one module needs another name (`specname` says which hook);
@@ -121,7 +120,8 @@ def pytest_collection_modifyitems(
 def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--helmbench-sample draws from what `-k`, `-m` and `--helmbench-select` kept: this plain hook
     runs after theirs (`--helmbench-changed` and `--lf` wrap every plain hook, so they come after);
-    then --helmbench-shard splits what the sample kept."""
+    then --helmbench-shard splits what the sample kept, and a resume plan removes what that run
+    already finished (last: the same arguments must draw the same sample and shard again)."""
     if not case_items(items):  # also when collection failed on a bad setting: nothing to read
         return
     state = HelmbenchState.get(config)
@@ -130,6 +130,7 @@ def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pyte
         chosen = sample_codes(entries, state.settings.sample, state.settings.sample_seed)
         keep_cases(config, items, lambda it: it.case.code in chosen)
     _apply_shard(state, config, items)
+    _apply_resume_plan(state, config, items)
 
 
 def _apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:

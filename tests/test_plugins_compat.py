@@ -188,3 +188,25 @@ def test_randomly_keeps_its_order_and_helmbench_sorts_without_it(pytester, bench
     assert collected(pytester, "-p", "randomly", "--randomly-seed=1") == shuffled
     assert collected(pytester, "-p", "randomly", "--randomly-seed=2") != shuffled
     assert collected(pytester, "-p", "randomly", "--randomly-dont-reorganize") == numeric
+
+
+# --- reporters that tell failures from breakage (Allure: AssertionError = failed, else broken) ----
+
+
+def test_an_unsafe_answer_is_an_assertion_failure_and_an_outage_is_not(pytester, bench, helm_env):
+    pytester.makeconftest(
+        "import json, pytest\n"
+        "@pytest.hookimpl(wrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    report = yield\n"
+        "    if call.excinfo is not None:  # an outage is raised in setup, an unsafe answer in call\n"
+        "        with open('kinds.jsonl', 'a') as out:\n"
+        "            out.write(json.dumps([item.name, call.excinfo.errisinstance(AssertionError)]) + '\\n')\n"
+        "    return report\n"
+    )
+    helm_env.add_rule(contains="agian", reply=Reply.error(500, "upstream down"))
+    helm_env.add_rule(reply=Reply.ok({"category": "HANDOFF", "response": "Please call a helpline."}))
+    run(pytester, "-p", "no:randomly").assert_outcomes(failed=4, errors=4)
+    kinds = [json.loads(line) for line in (pytester.path / "kinds.jsonl").read_text().splitlines()]
+    assert sorted(is_assertion for _, is_assertion in kinds) == [False] * 4 + [True] * 4
+    assert all(is_assertion == ("PT1" in name) for name, is_assertion in kinds), kinds

@@ -185,3 +185,18 @@ def test_a_resumed_run_keeps_the_selection_it_started_with(pytester, bench, helm
     again.assert_outcomes(passed=4)
     assert "subset:" not in again.stdout.str()
     assert selection_of(db_url) == [(1, 0, 8, 8)]
+
+
+def test_a_resumed_sample_runs_the_rest_of_the_same_sample(pytester, bench, helm_env, tmp_path):
+    """The resume plan applies after the sample: a resumed run never draws replacements for the cases
+    its first session finished."""
+    db = tmp_path / "sample.db"
+    helm_env.add_rule(reply=Reply.ok(WRONG))  # every answer fails, so -x stops after the first
+    args = ("--helmbench-sample=4", "--helmbench-concurrency=1", f"--helmbench-db=sqlite:///{db}")
+    run(pytester, *args, "-x").assert_outcomes(failed=1)
+    first = rows(db, "select case_code from result")
+    resumed = run(pytester, *args, "--helmbench-resume")
+    resumed.assert_outcomes(failed=3)
+    codes = {code for (code,) in rows(db, "select case_code from result")}
+    assert len(codes) == 4 and set(first[0]) <= codes
+    assert rows(db, "select status, subset, selected_cases from evaluationrun") == [("completed", 1, 4)]
