@@ -169,6 +169,11 @@ OPTIONS: tuple[Option, ...] = (
         "HELMBENCH_SHARD",
     ),
     Option(
+        "run-key",
+        "every process given the same key joins one run per model (e.g. the CI pipeline id)",
+        "HELMBENCH_RUN_KEY",
+    ),
+    Option(
         "fail-under",
         "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
         "HELMBENCH_FAIL_UNDER",

@@ -667,11 +667,10 @@ def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_u
     if _postgresql(db_url):
         assert {_column_types(db_url)[c] for c in json_columns} == {"json"}
 
-    upgrade(db_url)
+    command.upgrade(alembic_config(db_url), "0006")
 
-    assert _revision(db_url) == SCHEMA_HEAD
+    assert _revision(db_url) == "0006"
     _assert_results_kept(db_url, old)
-    _assert_runs_kept_with_new_columns_empty(db_url, old)
     if _postgresql(db_url):
         types = _column_types(db_url)
         assert {c: types[c] for c in json_columns} == dict.fromkeys(json_columns, "jsonb")
@@ -700,6 +699,8 @@ def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_u
         assert _scalar(db_url, "select count(*) from evaluationrun where judges = '[]'::jsonb") == 2
     else:
         assert _schema(db_url) == at_0005
+    upgrade(db_url)  # the head (later revisions add what the models read)
+    _assert_runs_kept_with_new_columns_empty(db_url, old)
 
     command.downgrade(alembic_config(db_url), "0005")
 

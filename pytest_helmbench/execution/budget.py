@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import HelmbenchError
 
@@ -34,16 +34,36 @@ def _file_lock(path: Path) -> BaseFileLock:
     return FileLock(str(path), thread_local=False)
 
 
+class SharedSpend(Protocol):
+    """Spend shared beyond this session (every process of a run key: storage/fleet.py)."""
+
+    def add(self, amount: float) -> None: ...
+
+    def spent(self) -> float: ...
+
+
+class SharedStops(Protocol):
+    """Stops shared beyond this session (every process of a run key: storage/fleet.py)."""
+
+    def stop(self, model: str, reason: str) -> None: ...
+
+    def reason(self, model: str) -> str | None: ...
+
+    def stopped(self, *, fresh: bool = False) -> dict[str, str]: ...
+
+
 class BudgetExhausted(HelmbenchError):
     """The cost ceiling was reached: the case is recorded as skipped (a resume picks it up)."""
 
 
 class CostLedger:
-    """Running USD spend of this session, shared through a locked file."""
+    """Running USD spend of this session, shared through a locked file; with `shared` (a run key in a
+    shared database), the spend of every process of the key instead, kept in the database."""
 
-    def __init__(self, path: Path, limit: float | None) -> None:
+    def __init__(self, path: Path, limit: float | None, shared: SharedSpend | None = None) -> None:
         self.path = path
         self.limit = limit
+        self.shared = shared
         self._lock = threading.Lock()  # the threads of this process; the file lock, other processes
         self._file_lock = _file_lock(path.with_name(f"{path.name}.lock"))
         path.touch(exist_ok=True)
@@ -62,10 +82,12 @@ class CostLedger:
             return spent
 
     def spent(self) -> float:
-        return self._update(0.0)
+        return self.shared.spent() if self.shared is not None else self._update(0.0)
 
     def add(self, amount: float | None) -> None:
-        if amount:
+        if amount and self.shared is not None:
+            self.shared.add(amount)
+        elif amount:
             self._update(amount)
 
     def check(self) -> None:
@@ -82,9 +104,12 @@ class StopBoard:
     hold the board's file lock; the check before each call reads one file without it (each is
     written whole, then renamed into place), so it stays cheap."""
 
-    def __init__(self, folder: Path, *, cross_process: bool = True) -> None:
+    def __init__(
+        self, folder: Path, *, cross_process: bool = True, shared: SharedStops | None = None
+    ) -> None:
         self.folder = folder
         self.cross_process = cross_process
+        self.shared = shared  # a run key's stops, in the database: a model stopped anywhere stops here
         folder.mkdir(parents=True, exist_ok=True)
         self._thread_lock = threading.Lock()
         self._paths: dict[str, str] = {}
@@ -107,9 +132,13 @@ class StopBoard:
             )
         return found
 
-    def stop(self, model: str, message: str) -> None:
+    def stop(self, model: str, message: str, *, fleet: bool = True) -> None:
+        """Stop `model` for every process of the session (and of the run key unless `fleet` is False:
+        a session stopping is its own business)."""
         # Write then rename: another worker reading mid-write must never see a half-written file.
         self._here[model] = message  # this process's own calls stop at once
+        if fleet and self.shared is not None:
+            self.shared.stop(model, message)
         path = self._path(model)
         temp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with self._thread_lock, self._file_lock:
@@ -119,10 +148,12 @@ class StopBoard:
     def stop_all(self, models: Iterable[str], message: str) -> None:
         """Stop every model given (results cannot be stored): no process starts another call."""
         for model in dict.fromkeys(models):
-            self.stop(model, message)
+            self.stop(model, message, fleet=False)
 
     def reason(self, model: str) -> str | None:
         found = self._here.get(model)
+        if found is None and self.shared is not None:
+            found = self.shared.reason(model)
         if found is not None or not self.cross_process:
             return found
         try:
@@ -137,4 +168,6 @@ class StopBoard:
             for path in sorted(self.folder.glob("*.stop")):
                 model, message = path.read_text(encoding="utf-8").split("\n", 1)
                 found[model] = message
+        if self.shared is not None:
+            found = {**self.shared.stopped(fresh=True), **found}
         return found

@@ -30,12 +30,16 @@ from .engine import (
 from .tables import LLM, EvaluationRun, Result, Scenario
 
 
-def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> dict[str, int]:
+def _latest_runs(
+    session: Session, models: list[str], incomplete_only: bool, run_key: str | None = None
+) -> dict[str, int]:
     found: dict[str, int] = {}
     for model in models:
         query = (
             select(EvaluationRun.id).join(LLM, LLM.id == EvaluationRun.llm_id).where(LLM.model_id == model)
         )
+        if run_key is not None:  # a shard resumes its key's run, whatever other runs came since
+            query = query.where(EvaluationRun.run_key == run_key)
         if incomplete_only:
             query = query.where(EvaluationRun.status != RunStatus.COMPLETED)
         run_id = session.exec(query.order_by(EvaluationRun.id.desc())).first()
@@ -44,11 +48,14 @@ def _latest_runs(session: Session, models: list[str], incomplete_only: bool) -> 
     return found
 
 
-def build_plan(engine: Engine, models: list[str], which: str, errors_only: bool) -> ResumePlan:
-    """`which` is 'latest' (each model's newest incomplete run; for errors, its newest run) or a run id."""
+def build_plan(
+    engine: Engine, models: list[str], which: str, errors_only: bool, *, run_key: str | None = None
+) -> ResumePlan:
+    """`which` is 'latest' (each model's newest incomplete run; for errors, its newest run; with a
+    run key, the key's run) or a run id."""
     with Session(engine) as session:
         if which == "latest":
-            runs = _latest_runs(session, models, incomplete_only=not errors_only)
+            runs = _latest_runs(session, models, incomplete_only=not errors_only, run_key=run_key)
         else:
             try:
                 run_id = int(which)

@@ -23,6 +23,7 @@ from ..status import RunStatus, Status
 from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
+from .fleet import FleetRole, check_shard_count, finish_shard, start_shard
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
@@ -44,9 +45,12 @@ def _has_counter_triggers(engine: Engine) -> bool:
 class Recorder:
     """Stores the outcomes of one pytest session: one EvaluationRun per model, one Result per case."""
 
-    def __init__(self, db_url: str, session_id: str) -> None:
+    def __init__(self, db_url: str, session_id: str, fleet: FleetRole | None = None) -> None:
         self.db_url = db_url
         self.session_id = session_id
+        self.fleet = fleet  # --helmbench-run-key (and shard): join the key's run of each model
+        self.run_statuses: dict[str, str] = {}  # each run's status once finish() stored it
+        self._benchmark_id: int | None = None
         upgrade(db_url)
         self.engine = make_engine(db_url)
         self.runs: dict[str, int] = {}
@@ -90,19 +94,21 @@ class Recorder:
         return self._conn
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
-        """The counters of `model`'s run: this process is its only writer, so where no trigger keeps
-        them (databases other than SQLite) they are kept here and written with one UPDATE per Result
-        (no SELECT, no unit of work, no ORM attribute events)."""
+        """`model`'s run (created, or with a run key joined, on its first Result). Where no trigger
+        keeps the counters (databases other than SQLite) each Result adds to them in one UPDATE
+        (`col = col + n`: other processes of a run key may add at the same time)."""
+        self._benchmark_id = benchmark_id
         known = self._run_rows.get(model)
         if known is not None:
             return known
         if model in self.runs:
-            run = session.get(EvaluationRun, self.runs[model])
-            assert run is not None
+            run_id = self.runs[model]
+            if self.fleet is not None and run_id in self._adopted:
+                start_shard(session.connection(), run_id, self.fleet, self.session_id)
         else:
             llm_id = self.content.upsert(session, LLM, {"model_id": model}, {})
             selected = self.selection.get(model)
-            run = EvaluationRun(
+            fields: dict[str, Any] = dict(
                 benchmark_id=benchmark_id,
                 llm_id=llm_id,
                 session_id=self.session_id,
@@ -111,10 +117,46 @@ class Recorder:
                 selected_cases=selected.selected if selected else None,
                 benchmark_cases=selected.total if selected else None,
             )
-            session.add(run)
-            session.flush()
-        assert run.id is not None
-        return RunCounters(run.id, {name: getattr(run, name) for name in COUNTERS})
+            if self.fleet is None:
+                run = EvaluationRun(**fields)
+                session.add(run)
+                session.flush()
+                assert run.id is not None
+                run_id = run.id
+            else:
+                run_id = self._join(session, fields)
+        return RunCounters(run_id, dict.fromkeys(COUNTERS, 0))
+
+    def _join(self, session: Session, fields: dict[str, Any]) -> int:
+        """The run of this key and model: inserted unless it exists (INSERT … ON CONFLICT DO NOTHING,
+        then SELECT), so processes starting at once end with one run; this shard marked running."""
+        assert self.fleet is not None
+        role = self.fleet
+        match = {"llm_id": fields.pop("llm_id"), "run_key": role.run_key}
+        run_id = self.content.upsert(
+            session, EvaluationRun, match, {**fields, "shard_count": role.shard_count}
+        )
+        stored = (
+            session.connection()
+            .execute(
+                select(_RUNS.c.shard_count).where(_RUNS.c.id == run_id)  # type: ignore[call-overload]
+            )
+            .scalar()
+        )
+        check_shard_count(run_id, stored, role)
+        start_shard(session.connection(), run_id, role, self.session_id)
+        return run_id
+
+    def join_missing(self, models: list[str], options: dict[str, dict[str, Any]]) -> None:
+        """A shard that drew no case of a model still joins its run, so the run knows this shard
+        finished (else it would never be completed)."""
+        if self.fleet is None or self.fleet.shard is None or self._benchmark_id is None:
+            return
+        with Session(self.engine) as session:
+            for model in models:
+                if model not in self.runs:
+                    self.runs[model] = self._run(session, model, self._benchmark_id, options[model]).id
+            session.commit()
 
     def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
         """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
@@ -182,10 +224,7 @@ class Recorder:
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
         if not self._counted_by_triggers:
-            _count(run, outcome)
-            db.execute(
-                _UPDATE_COUNTERS, {"run_id": run.id, **{f"new_{name}": run.counts[name] for name in COUNTERS}}
-            )
+            db.execute(_ADD_COUNTERS, {"run_id": run.id, **_deltas(outcome)})
         self._pending_cache.extend(outcome.cache_writes)
         if (
             len(self._pending_cache) >= CACHE_BATCH
@@ -209,7 +248,7 @@ class Recorder:
                 {"status": row.status, "reason": row.reason},
             ]
             if not self._counted_by_triggers:
-                _count(run, row, -1)
+                session.execute(_ADD_COUNTERS, {"run_id": run.id, **_deltas(row, -1)})
             session.delete(row)
         session.flush()
         return attempts
@@ -233,12 +272,20 @@ class Recorder:
                 if write_cache:
                     self._store_cache(session, self._pending_cache)
                 self._cache_written = 0
-                for model, run_id in self.runs.items():
+                # In run id order: processes of a run key lock their shared runs in one order.
+                for model, run_id in sorted(self.runs.items(), key=lambda item: item[1]):
+                    status = statuses.get(model, RunStatus.COMPLETED)
+                    if self.fleet is not None:  # other processes share the run: only this shard's part
+                        self.run_statuses[model] = finish_shard(
+                            session.connection(), run_id, self.fleet, status
+                        )
+                        continue
                     run = session.get(EvaluationRun, run_id)
                     if run is not None:
-                        run.status = statuses.get(model, RunStatus.COMPLETED)
+                        run.status = status
                         run.finished_at = utcnow()
                         session.add(run)
+                        self.run_statuses[model] = str(status)
                 session.commit()
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
@@ -296,10 +343,10 @@ COUNTERS = (
 # Built once: SQLAlchemy then reuses their compiled form (building them per Result cost ~0.1 ms each).
 _RUNS, _RESULTS = EvaluationRun.__table__, Result.__table__
 _INSERT_RESULT = insert(_RESULTS)
-_UPDATE_COUNTERS = (
+_ADD_COUNTERS = (  # increments, never values read before: other processes of a run key add too
     update(_RUNS)
     .where(_RUNS.c.id == bindparam("run_id"))
-    .values({name: bindparam(f"new_{name}") for name in COUNTERS})
+    .values({name: _RUNS.c[name] + bindparam(f"add_{name}") for name in COUNTERS})
 )
 
 
@@ -312,12 +359,13 @@ class RunCounters:
     counts: dict[str, float]
 
 
-def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
-    """total_tests = passed + failed (the evaluated cases); errors and skips are counted apart.
+def _deltas(outcome: Outcome | Result, sign: int = 1) -> dict[str, float]:
+    """What one Result adds to (sign -1: takes from) its run's counters, as `add_<counter>` values.
 
-    Cost and tokens are what was paid: a replaced Result's spend stays in the run's totals.
+    total_tests = passed + failed (the evaluated cases); errors and skips are counted apart. Cost and
+    tokens are what was paid: a replaced Result's spend stays in the run's totals.
     """
-    counts = run.counts
+    counts: dict[str, float] = dict.fromkeys(COUNTERS, 0)
     status_counter = {
         Status.PASSED: "passed_tests",
         Status.FAILED: "failed_tests",
@@ -325,10 +373,11 @@ def _count(run: RunCounters, outcome: Outcome | Result, sign: int = 1) -> None:
         Status.SKIPPED: "skipped_tests",
     }.get(outcome.status)
     if status_counter is not None:
-        counts[status_counter] += sign
+        counts[status_counter] = sign
     counts["total_tests"] = counts["passed_tests"] + counts["failed_tests"]
     if sign > 0:
-        counts["cost_usd"] += outcome.cost_usd or 0.0
-        counts["judge_cost_usd"] += outcome.judge_cost_usd or 0.0
-        counts["prompt_tokens"] += outcome.prompt_tokens or 0
-        counts["completion_tokens"] += outcome.completion_tokens or 0
+        counts["cost_usd"] = outcome.cost_usd or 0.0
+        counts["judge_cost_usd"] = outcome.judge_cost_usd or 0.0
+        counts["prompt_tokens"] = outcome.prompt_tokens or 0
+        counts["completion_tokens"] = outcome.completion_tokens or 0
+    return {f"add_{name}": value for name, value in counts.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DDL, JSON, Column, Text, UniqueConstraint, event
+from sqlalchemy import DDL, JSON, Column, Index, Text, UniqueConstraint, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
@@ -141,7 +141,11 @@ class JudgeCalibration(SQLModel, table=True):
 
 
 class EvaluationRun(SQLModel, table=True):
-    """One model in one pytest session. total_tests = passed + failed; errors and skips counted apart."""
+    """One model in one pytest session (or in every session of one run key). total_tests = passed +
+    failed; errors and skips counted apart."""
+
+    # One run per model and run key (NULL keys never collide): what makes joining race-free.
+    __table_args__ = (Index("ix_evaluationrun_llm_run_key", "llm_id", "run_key", unique=True),)
 
     id: int | None = Field(default=None, primary_key=True)
     benchmark_id: int = Field(foreign_key="benchmark.id", index=True)
@@ -175,6 +179,39 @@ class EvaluationRun(SQLModel, table=True):
     subset: bool | None = None
     selected_cases: int | None = None  # distinct case codes the session selected for the model
     benchmark_cases: int | None = None  # case codes the benchmark holds for the model
+    # One run across processes (migration 0007; NULL for a run of one session): every process given
+    # the same --helmbench-run-key joins the model's one run; with --helmbench-shard K/N, `shard_count`
+    # is N and each shard's progress is a RunShard row.
+    run_key: str | None = None
+    shard_count: int | None = None
+
+
+class RunShard(SQLModel, table=True):
+    """One shard (--helmbench-shard K/N) of a keyed run: the run is completed once all N finished."""
+
+    run_id: int = Field(foreign_key="evaluationrun.id", primary_key=True)
+    shard: int = Field(primary_key=True)  # K
+    status: str = "running"  # running | completed | interrupted
+    session_id: str
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class FleetSpend(SQLModel, table=True):
+    """The USD spent by every process of a run key: --helmbench-max-cost is one ceiling for all of them."""
+
+    run_key: str = Field(primary_key=True)
+    spent_usd: float = 0.0
+
+
+class FleetStop(SQLModel, table=True):
+    """A model stopped (bad key, no credit, model rejected) in one process of a run key: every process
+    of the key checks these before each call."""
+
+    run_key: str = Field(primary_key=True)
+    model_id: str = Field(primary_key=True)
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class Result(SQLModel, table=True):

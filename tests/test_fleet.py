@@ -1,0 +1,209 @@
+"""One run across processes: three `--helmbench-shard k/3` processes with one `--helmbench-run-key`
+into one database (SQLite and a real PostgreSQL), against the loopback OpenRouter server.
+
+One run per model, every selected case stored exactly once, the run completed by the last shard to
+finish (whose summary shows the whole run), counters that agree with the rows; the cost ceiling and
+a model's stop (bad key) hold across the processes; the cache serves one process's answers to another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.benchfiles import make_outcomes, write_benchmark
+from tests.dbquery import query
+from tests.openrouter_server import Reply
+from tests.test_faults import assert_counters_agree, assert_no_duplicate_content
+
+SCENARIOS = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1")
+GOOD, BAD = "openai/gpt-4o-mini", "vendor/other"
+MODELS = f"marking_model: judge/model\nmodels:\n  - id: {GOOD}\n  - id: {BAD}\n"
+KEY = "pipeline-7"
+
+
+def _project(tmp_path: Path) -> tuple[Path, set[str]]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    root = write_benchmark(project / "benchmark", scenarios=SCENARIOS, models=MODELS)
+    return project, {o.case_code for o in make_outcomes(root, "m")}
+
+
+def shard(project: Path, db_url: str, k: int | None, *extra: str) -> subprocess.Popen[str]:
+    """One process of the fleet (a CI matrix job)."""
+    args = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    args += [f"--helmbench-db={db_url}", f"--helmbench-run-key={KEY}", *extra]
+    if k is not None:
+        args.append(f"--helmbench-shard={k}/3")
+    return subprocess.Popen(
+        args,
+        cwd=project,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
+    done = [(p.wait(timeout=300), p.communicate()[0]) for p in processes]
+    for _, output in done:
+        for sign in ("INTERNALERROR", "Traceback", "RESULTS NOT RECORDED"):
+            assert sign not in output, output[-3000:]
+    return done
+
+
+def _runs(db_url: str) -> dict[str, tuple]:
+    rows = query(
+        db_url,
+        "select llm.model_id, evaluationrun.id, status, run_key, shard_count, passed_tests + failed_tests "
+        "+ error_tests + skipped_tests from evaluationrun join llm on llm.id = evaluationrun.llm_id",
+    )
+    found = {row[0]: row[1:] for row in rows}
+    assert len(found) == len(rows), f"more than one run of a model: {rows}"
+    return found
+
+
+def _stored_once(db_url: str, run_id: int, codes: set[str]) -> None:
+    stored = [code for (code,) in query(db_url, f"select case_code from result where run_id = {run_id}")]
+    assert sorted(stored) == sorted(codes), f"run {run_id}: each case exactly once"
+
+
+def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(tmp_path, db_url, helm_env):
+    project, codes = _project(tmp_path)
+    helm_env.latency = 0.02  # the three processes overlap
+    outputs = finish([shard(project, db_url, k) for k in (1, 2, 3)])
+    for status, output in outputs:
+        assert status in (0, 1), output[-3000:]  # 1: some answers fail their evaluation, as in one run
+    runs = _runs(db_url)
+    assert set(runs) == {GOOD, BAD}
+    for model, (run_id, run_status, key, count, stored) in runs.items():
+        assert (run_status, key, count, stored) == ("completed", KEY, 3, len(codes)), model
+        _stored_once(db_url, run_id, codes)
+        shards = query(db_url, f"select shard, status from runshard where run_id = {run_id} order by shard")
+        assert shards == [(1, "completed"), (2, "completed"), (3, "completed")]
+    assert_counters_agree(db_url)
+    assert_no_duplicate_content(db_url)
+    # The shard that finished last (exactly one) shows the whole run; the others their own part.
+    whole = [output for _, output in outputs if _total(output, len(codes))]
+    assert len(whole) == 1, [output[-1500:] for _, output in outputs]
+    sent = len(helm_env.chat_requests)
+    assert sent > 0
+    # Another process of another key, same database, temperature 0: every answer comes from the cache.
+    again = subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        + [f"--helmbench-db={db_url}", "--helmbench-run-key=another"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode in (0, 1), again.stdout[-3000:]
+    assert len(helm_env.chat_requests) == sent, "a case answered by one process was bought again"
+    assert f"{2 * len(codes)} from cache" in again.stdout or f"{len(codes)} from cache" in again.stdout
+
+
+SUMMARY_COUNTS = r"(\d+) passed, (\d+) failed, (\d+) errors?, (\d+) skipped"
+
+
+def _total(output: str, expected: int) -> bool:
+    """The summary's `N passed, M failed, E errors, S skipped` adds up to `expected` for each model."""
+    found = re.findall(SUMMARY_COUNTS, output)
+    return bool(found) and all(sum(int(n) for n in counts) == expected for counts in found)
+
+
+def test_a_stop_and_the_cost_ceiling_hold_across_the_processes_of_a_key(tmp_path, db_url, helm_env):
+    project, codes = _project(tmp_path)
+    helm_env.add_rule(model=BAD, reply=Reply.error(401, "User not found."))
+    per_call = 0.00014  # the server's cost of a call without a price list
+    ceiling = 8 * per_call
+    limits = ["--helmbench-max-cost", str(ceiling), "--helmbench-concurrency=2"]
+    first = finish([shard(project, db_url, 1, *limits)])  # meets the bad key: the model is stopped
+    assert "STOPPED vendor/other" in first[0][1], first[0][1][-3000:]
+    bad_calls = [r for r in helm_env.chat_requests if (r.body or {}).get("model") == BAD]
+    assert len(bad_calls) == 1, "the first call of a model goes alone: one 401"
+    others = finish([shard(project, db_url, k, *limits) for k in (2, 3)])
+    for status, output in [*first, *others]:
+        assert status == pytest.ExitCode.INTERRUPTED, output[-3000:]  # a stopped model: as in one run
+        assert "STOPPED vendor/other" in output, output[-3000:]  # every process says so
+    assert [r for r in helm_env.chat_requests if (r.body or {}).get("model") == BAD] == bad_calls, (
+        "shards 2 and 3 called a model another shard had stopped: "
+        + others[0][1][-2500:]
+        + others[1][1][-2500:]
+    )
+    (spent,) = query(db_url, "select spent_usd from fleetspend where run_key = 'pipeline-7'")[0]
+    paid = query(db_url, "select sum(coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0)) from result")[0][0]
+    assert abs(spent - paid) < 1e-9
+    in_flight = 3 * 2 * 2 * per_call  # processes x concurrency x (answer + judge)
+    assert ceiling <= spent <= ceiling + in_flight, (spent, ceiling)
+    runs = _runs(db_url)
+    good_run = runs[GOOD][0]
+    _stored_once(db_url, good_run, codes)
+    skipped = query(db_url, f"select count(*) from result where run_id = {good_run} and status = 'skipped'")
+    assert skipped[0][0] > 0, "the ceiling skipped nothing: this test proves nothing"
+    assert {runs[GOOD][1], runs[BAD][1]} == {"interrupted"}  # resumable
+    assert_counters_agree(db_url)
+
+
+def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_it(
+    tmp_path, db_url, helm_env
+):
+    project, codes = _project(tmp_path)
+    finish([shard(project, db_url, 1), shard(project, db_url, 2)])
+    assert {status for _, status, *_ in _runs(db_url).values()} == {"running"}  # shard 3 still to come
+    ((status, output),) = finish([shard(project, db_url, 3, "--helmbench-max-cost=0.0000001")])
+    assert "cost ceiling" in output, output[-3000:]  # the key's spend is over it: every case skipped
+    runs = _runs(db_url)
+    assert {status for _, status, *_ in runs.values()} == {"interrupted"}
+    skipped = "select count(*) from result where status = 'skipped'"
+    assert query(db_url, skipped)[0][0] > 0, "the ceiling skipped nothing: this test proves nothing"
+    ((status, output),) = finish([shard(project, db_url, 3, "--helmbench-resume")])
+    assert status in (0, 1), output[-3000:]
+    assert _total(output, len(codes)), output[-3000:]  # the last shard shows the whole run
+    assert query(db_url, skipped)[0][0] == 0  # the resumed shard ran what the ceiling skipped
+    for model, (run_id, run_status, *_) in _runs(db_url).items():
+        assert run_status == "completed", model
+        assert run_id == runs[model][0]  # the same run, resumed
+        _stored_once(db_url, run_id, codes)  # the skipped Results replaced, none twice
+    assert_counters_agree(db_url)
+
+
+def test_processes_joining_a_key_at_the_same_moment_make_one_run(tmp_path, db_url):
+    """Four recorders with one key write their first Result at once: one run, four Results."""
+    from pytest_helmbench.storage.engine import upgrade
+    from pytest_helmbench.storage.fleet import FleetRole
+    from pytest_helmbench.storage.recorder import Recorder
+
+    root = write_benchmark(tmp_path / "benchmark", scenarios=SCENARIOS)
+    outcomes = make_outcomes(root, GOOD)[:4]
+    upgrade(db_url)
+    barrier = threading.Barrier(len(outcomes))
+    errors: list[BaseException] = []
+
+    def record(k: int) -> None:
+        recorder = Recorder(db_url, f"session-{k}", FleetRole(KEY, k + 1, len(outcomes)))
+        try:
+            barrier.wait()
+            recorder.record(outcomes[k], {})
+            recorder.finish({})
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            recorder.close()
+
+    threads = [threading.Thread(target=record, args=(k,)) for k in range(len(outcomes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    runs = _runs(db_url)
+    assert list(runs) == [GOOD] and runs[GOOD][1:] == ("completed", KEY, len(outcomes), len(outcomes))
+    assert_counters_agree(db_url)
