@@ -53,6 +53,13 @@ def interrupt_on_sigterm(config: pytest.Config) -> None:
     config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
+def end_interrupt_on_sigterm(config: pytest.Config) -> None:
+    """Once the cases have run, SIGTERM ends the process at once again: every Result is stored, and a
+    KeyboardInterrupt raised while pytest prints its report would escape as a raw traceback."""
+    if TERMINATED in config.stash and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -85,6 +92,13 @@ class ControllerHooks:
         """A serial run about to make calls (under xdist, XdistHooks does this once workers collected)."""
         if case_items(session.items) and not session.config.getoption("collectonly"):
             interrupt_on_sigterm(session.config)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> object:
+        try:
+            return (yield)
+        finally:
+            end_interrupt_on_sigterm(session.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

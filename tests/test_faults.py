@@ -496,6 +496,28 @@ def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path,
     assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
 
 
+SIGTERM_WHILE_REPORTING = """
+import os, signal, time
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    os.kill(os.getpid(), signal.SIGTERM)  # CI cancels the job while pytest prints its failures
+    time.sleep(5)
+"""
+
+
+def test_sigterm_after_the_cases_ran_ends_the_process_without_a_traceback(tmp_path, helm_env):
+    project, url, cases = new_project(tmp_path)
+    (project / "conftest.py").write_text(SIGTERM_WHILE_REPORTING)
+    done = pytest_run(project, "--helmbench-cache=off")
+    output = done.stdout + done.stderr
+    assert done.returncode == -signal.SIGTERM, output[-3000:]
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
+    assert query(url, "select count(*) from result") == [(cases,)]  # every Result was stored
+    assert query(url, "select status from evaluationrun") == [("completed",)]  # closed before printing
+
+
 def test_the_plugin_imports_and_locks_where_fcntl_does_not_exist(tmp_path):
     """No top-level fcntl: every module imports, and the ledger and stop board work (filelock)."""
     script = f"""
