@@ -56,6 +56,7 @@ class PostgresServer:
     port: int = field(default_factory=free_port)
     bindir: Path = field(default_factory=find_bindir)
     _names: itertools.count = field(default_factory=lambda: itertools.count(1))
+    durable: bool = False  # the tests turn fsync off; bench/fleet.py keeps PostgreSQL's default (on)
 
     @property
     def _as_root(self) -> bool:
@@ -76,7 +77,9 @@ class PostgresServer:
             shutil.chown(self.folder, "postgres", "postgres")
         data = self.folder / "data"
         self._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
-        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1"
+        if not self.durable:
+            options += " -c fsync=off"
         self._run(
             "pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "server.log"), "-w", "start"
         )
