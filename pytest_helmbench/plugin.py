@@ -17,6 +17,7 @@ from .benchmark_root import BenchmarkHooks
 from .controller import ControllerHooks
 from .errors import HelmbenchError
 from .execution.prefetch import Prefetch, start_prefetch
+from .fleet_session import apply_shard
 from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, shape_report, sort_cases
 from .junit import JunitHooks
 from .notices import dry_run_lines, say, workers_note
@@ -30,7 +31,6 @@ from .suite.cases import parse_selectors
 from .suite.files import leads_outside
 from .suite.prompt import compose
 from .suite.sampling import sample_codes
-from .suite.shards import parse_shard, shard_codes
 from .xdist_hooks import XdistHooks
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
@@ -129,20 +129,8 @@ def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pyte
         entries = ((it.case.scenario.behaviour, it.case.code) for it in case_items(items))
         chosen = sample_codes(entries, state.settings.sample, state.settings.sample_seed)
         keep_cases(config, items, lambda it: it.case.code in chosen)
-    _apply_shard(state, config, items)
+    apply_shard(state, config, items)
     _apply_resume_plan(state, config, items)
-
-
-def _apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--helmbench-shard K/N, after the sample: this process runs its 1/N of what is left."""
-    try:
-        shard = parse_shard(state.option("shard"))
-    except (ValueError, HelmbenchError) as exc:
-        raise pytest.UsageError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
-    if shard is not None:
-        entries = [(it.case.scenario.behaviour, it.case.code) for it in case_items(items)]
-        chosen = shard_codes(entries, shard)
-        keep_cases(config, items, lambda it: it.case.code in chosen)
 
 
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_finish")

@@ -10,12 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import Settings
 from .evaluation.registry import EvaluatorRegistry
 from .reporting.calibration_figures import calibration_line
 from .reporting.headline import SCORING_VERSION, headline
 from .suite.loader import BenchmarkLoader
+from .tally import Tally
+
+if TYPE_CHECKING:
+    from .storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +150,26 @@ def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, 
     finally:
         engine.dispose()
     return done
+
+
+def whole_run_tallies(recorder: Recorder) -> dict[str, Tally]:
+    """The keyed runs this shard completed (it finished last), each as a tally of every shard's Results:
+    the summary of the last shard shows the whole run."""
+    from sqlmodel import Session
+
+    from .storage.queries import load_case_results
+    from .storage.tables import EvaluationRun
+
+    fleet = recorder.fleet
+    if fleet is None or fleet.shard is None:
+        return {}
+    done = {m: r for m, r in recorder.runs.items() if recorder.run_statuses.get(m) == "completed"}
+    found = {}
+    with Session(recorder.engine) as session:
+        for model, run_id in done.items():
+            run = session.get(EvaluationRun, run_id)
+            tally = found[model] = Tally(results=load_case_results(session, [run_id]), run_id=run_id)
+            if run is not None:
+                tally.cost_usd, tally.judge_cost_usd = run.cost_usd, run.judge_cost_usd
+                tally.prompt_tokens, tally.completion_tokens = run.prompt_tokens, run.completion_tokens
+    return found

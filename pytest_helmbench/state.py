@@ -66,7 +66,6 @@ class HelmbenchState:
         self.resume_counts: dict[str, int] = {}
         self.decision: Any = None
         self.judge_lines: list[str] = []  # each judge's calibration, said in the summary
-        self.whole_runs: set[str] = set()  # models whose tally is their whole keyed run (last shard)
         self._warned: set[str] = set()
         workerinput = getattr(config, "workerinput", None)
         self.shared = SharedFiles.from_workerinput(workerinput) if workerinput else SharedFiles.new()
@@ -148,28 +147,16 @@ class HelmbenchState:
     @cached_property
     def fleet(self) -> FleetRole | None:
         """--helmbench-run-key (with --helmbench-shard): this process's part of a run shared by many."""
-        key = str(self.option("run-key") or "").strip()
-        if not key:
-            return None
-        from .storage.fleet import FleetRole
-        from .suite.shards import parse_shard
+        from .storage.fleet import fleet_role
 
-        shard = parse_shard(self.option("shard"))  # a bad value was a usage error at collection
-        return FleetRole(key, shard.index if shard else None, shard.count if shard else None)
-
-    def _fleet_engine(self) -> Any:
-        from .storage.engine import make_engine
-
-        return make_engine(self.settings.db_url)
+        return fleet_role(self.option("run-key"), self.option("shard"))
 
     @cached_property
     def board(self) -> StopBoard:
         self.shared.ensure()
-        shared = None
-        if self.fleet is not None and not self.all_dry_run():
-            from .storage.fleet import FleetStopList
+        from .storage.fleet import shared_stops  # the run key's stops, in the database
 
-            shared = FleetStopList(self._fleet_engine, self.fleet.run_key)
+        shared = None if self.all_dry_run() else shared_stops(self.fleet, self.settings.db_url)
         return StopBoard(self.shared.stops, cross_process=self.is_worker, shared=shared)
 
     @cached_property
@@ -178,12 +165,9 @@ class HelmbenchState:
         if limit is None:
             return None
         self.shared.ensure()
-        shared = None
-        if self.fleet is not None:  # one ceiling for every process of the key, kept in the database
-            from .storage.fleet import FleetSpendLedger
+        from .storage.fleet import shared_spend  # with a run key: one ceiling for all its processes
 
-            shared = FleetSpendLedger(self._fleet_engine, self.fleet.run_key)
-        return CostLedger(self.shared.spend, limit, shared)
+        return CostLedger(self.shared.spend, limit, shared_spend(self.fleet, self.settings.db_url))
 
     @cached_property
     def limiter(self) -> AdaptiveLimiter:
@@ -300,11 +284,8 @@ class HelmbenchState:
         plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1], run_key=key)
         for model, run_id in plan.runs.items():
             self.recorder.adopt(model, run_id, self.settings.recorded(self.settings.model(model)))
-        if self.fleet is not None and plan.runs:
-            from .storage.fleet import clear_stops
-
-            with self.recorder.engine.begin() as connection:
-                clear_stops(connection, self.fleet.run_key, [*plan.runs, *self.settings.judge_ids])
+        if plan.runs:  # a run key's stops are lifted: its key fixed, its credit topped up
+            self.recorder.lift_stops([*plan.runs, *self.settings.judge_ids])
         self.shared.ensure()
         plan.save(self.shared.resume_plan)
         return plan
@@ -357,9 +338,8 @@ class HelmbenchState:
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session, or of its run key (never creates the shared
         folder)."""
-        if self.fleet is not None and not self.all_dry_run():
-            return self.board.stopped()
-        return self.board.stopped() if self.shared.exists() else {}
+        shared = self.fleet is not None and not self.all_dry_run()
+        return self.board.stopped() if shared or self.shared.exists() else {}
 
     def finish(self, interrupted: bool) -> None:
         """Close the runs. After a storage failure they are marked interrupted if that still fits
@@ -382,7 +362,11 @@ class HelmbenchState:
                     wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
                     self.recorder.join_missing(wanted, {m: self._run_options(m) for m in wanted})
                 self.recorder.finish(statuses, write_cache=not failed)
-                self._whole_runs()
+                from .run_record import whole_run_tallies
+
+                self.tallies.update(
+                    whole_run_tallies(self.recorder)
+                )  # the shard that finished last: the whole run
                 if not failed and self.recorder.runs:
                     from .run_record import record_session
 
@@ -401,33 +385,6 @@ class HelmbenchState:
             finally:
                 self.recorder.close()
         self.close_clients()
-
-    def _whole_runs(self) -> None:
-        """The shard that completed a keyed run shows the whole run: its tallies are reloaded with
-        every shard's Results (the summary and exit status then speak for the run)."""
-        if self.fleet is None or self.fleet.shard is None or self.recorder is None:
-            return
-        done = {
-            m: r
-            for m, r in self.recorder.runs.items()
-            if self.recorder.run_statuses.get(m) == RunStatus.COMPLETED
-        }
-        if not done:
-            return
-        from sqlmodel import Session
-
-        from .storage.queries import load_case_results
-        from .storage.tables import EvaluationRun
-
-        with Session(self.recorder.engine) as session:
-            for model, run_id in done.items():
-                run = session.get(EvaluationRun, run_id)
-                tally = Tally(results=load_case_results(session, [run_id]), run_id=run_id)
-                if run is not None:
-                    tally.cost_usd, tally.judge_cost_usd = run.cost_usd, run.judge_cost_usd
-                    tally.prompt_tokens, tally.completion_tokens = run.prompt_tokens, run.completion_tokens
-                self.tallies[model] = tally
-        self.whole_runs = set(done)
 
     def close_clients(self) -> None:
         if "clients" in self.__dict__:

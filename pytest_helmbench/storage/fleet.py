@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import HelmbenchError
 from ..status import RunStatus
+from ..suite.shards import parse_shard
 from .engine import StorageError, describe_error, safe_url
 from .tables import EvaluationRun, FleetSpend, FleetStop, RunShard, utcnow
 
@@ -42,6 +43,15 @@ class FleetRole:
     run_key: str
     shard: int | None = None  # K of --helmbench-shard K/N
     shard_count: int | None = None  # N
+
+
+def fleet_role(run_key: str | None, shard: str | None) -> FleetRole | None:
+    """The role of a process given --helmbench-run-key (None without) and --helmbench-shard."""
+    key = str(run_key or "").strip()
+    if not key:
+        return None
+    found = parse_shard(shard)  # a bad value was a usage error at collection
+    return FleetRole(key, found.index if found else None, found.count if found else None)
 
 
 def _insert(connection: Connection):  # noqa: ANN202 - a dialect's insert with ON CONFLICT
@@ -221,3 +231,21 @@ class FleetStopList:
 
     def close(self) -> None:
         self._spend.close()
+
+
+def shared_stops(role: FleetRole | None, db_url: str) -> FleetStopList | None:
+    """The key's stops for the session's StopBoard (None without a run key)."""
+    if role is None:
+        return None
+    from .engine import make_engine
+
+    return FleetStopList(lambda: make_engine(db_url), role.run_key)
+
+
+def shared_spend(role: FleetRole | None, db_url: str) -> FleetSpendLedger | None:
+    """The key's spend for the session's CostLedger: one ceiling for every process (None without a key)."""
+    if role is None:
+        return None
+    from .engine import make_engine
+
+    return FleetSpendLedger(lambda: make_engine(db_url), role.run_key)

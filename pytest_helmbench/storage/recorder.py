@@ -23,7 +23,7 @@ from ..status import RunStatus, Status
 from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
-from .fleet import FleetRole, check_shard_count, finish_shard, start_shard
+from .fleet import FleetRole, check_shard_count, clear_stops, finish_shard, start_shard
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
@@ -171,6 +171,16 @@ class Recorder:
             session.commit()
         self.runs[model] = run_id
         self._adopted.add(run_id)
+
+    def lift_stops(self, models: list[str]) -> None:
+        """A resume with a run key starts these models again in every process of the key."""
+        if self.fleet is None:
+            return
+        try:
+            with self.engine.begin() as connection:
+                clear_stops(connection, self.fleet.run_key, models)
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
 
     def record(self, outcome: Outcome, options: dict[str, Any]) -> int:
         """Store one outcome and update its run's counters in one transaction; returns the run id.
