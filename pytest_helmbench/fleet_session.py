@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .execution.selection import codes_by_model
 from .items import case_items, keep_cases
+from .report_hooks import session_notes
 from .suite.shards import parse_shard, shard_codes
 
 if TYPE_CHECKING:
@@ -21,6 +23,10 @@ def apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest
     except ValueError as exc:
         raise pytest.UsageError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
     if shard is not None:
-        entries = [(it.case.scenario.behaviour, it.case.code) for it in case_items(items)]
+        cases = case_items(items)
+        # The run every shard joins selected what they select together (serial shards: xdist
+        # workers' selection reaches the controller only as node ids, after the split).
+        session_notes(config).unsharded = codes_by_model((it.case.model, it.case.code) for it in cases)
+        entries = [(it.case.scenario.behaviour, it.case.code) for it in cases]
         chosen = shard_codes(entries, shard)
         keep_cases(config, items, lambda it: it.case.code in chosen)

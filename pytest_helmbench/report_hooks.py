@@ -33,6 +33,8 @@ class SessionNotes:
 
     selections: dict[str, RunSelection] = field(default_factory=dict)
     unpriced: dict[str, Unpriced] = field(default_factory=dict)
+    # --helmbench-shard: what every shard selected together (the keyed run's selection), per model.
+    unsharded: dict[str, set[str]] = field(default_factory=dict)
 
 
 NOTES_KEY = pytest.StashKey[SessionNotes]()
@@ -79,6 +81,7 @@ class SelectionHooks:
         # A resumed run (adopted before collection) keeps the selection it started with: what this
         # session selected is only what was left to do.
         adopted = set(state.recorder.runs) if state.recorder is not None else set()
+        selected = notes.unsharded or selected  # a shard's run is the whole run of every shard
         fresh = {model: codes for model, codes in selected.items() if model not in adopted}
         notes.selections = selections(fresh, total, every_scenario_loaded=complete)
         if state.recorder is not None:

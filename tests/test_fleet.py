@@ -91,6 +91,9 @@ def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(
         assert shards == [(1, "completed"), (2, "completed"), (3, "completed")]
     assert_counters_agree(db_url)
     assert_no_duplicate_content(db_url)
+    selection = query(db_url, "select subset, selected_cases, benchmark_cases from evaluationrun")
+    assert {(bool(s), n, t) for s, n, t in selection} == {(False, len(codes), len(codes))}  # not a subset
+    assert not any("subset" in output for _, output in outputs)
     # The shard that finished last (exactly one) shows the whole run; the others their own part.
     whole = [output for _, output in outputs if _total(output, len(codes))]
     assert len(whole) == 1, [output[-1500:] for _, output in outputs]
