@@ -272,7 +272,7 @@ class HelmbenchState:
         return None
 
     def prepare_resume(self) -> ResumePlan | None:
-        """Controller: read the run(s) to continue, adopt them, and share the plan with workers."""
+        """Controller: read the run(s) to continue, adopt them (`--co` only previews), share the plan."""
         wanted = self.resume_request()
         if wanted is None or self.all_dry_run():
             return None
@@ -282,9 +282,10 @@ class HelmbenchState:
         assert self.recorder is not None
         key = self.fleet.run_key if self.fleet is not None else None
         plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1], run_key=key)
-        for model, run_id in plan.runs.items():
+        adopting = {} if self.config.getoption("collectonly") else plan.runs
+        for model, run_id in adopting.items():
             self.recorder.adopt(model, run_id, self.settings.recorded(self.settings.model(model)))
-        if plan.runs:  # a run key's stops are lifted: its key fixed, its credit topped up
+        if adopting:  # a run key's stops are lifted: its key fixed, its credit topped up
             self.recorder.lift_stops([*plan.runs, *self.settings.judge_ids])
         self.shared.ensure()
         plan.save(self.shared.resume_plan)
@@ -336,10 +337,9 @@ class HelmbenchState:
         return found
 
     def stopped_models(self) -> dict[str, str]:
-        """Models stopped by any process of this session, or of its run key (never creates the shared
-        folder)."""
-        shared = self.fleet is not None and not self.all_dry_run()
-        return self.board.stopped() if shared or self.shared.exists() else {}
+        """Models stopped by any process of this session or of its run key (never creates the folder)."""
+        keyed = self.fleet is not None and "board" in self.__dict__  # built: the settings are good
+        return self.board.stopped() if keyed or self.shared.exists() else {}
 
     def finish(self, interrupted: bool) -> None:
         """Close the runs. After a storage failure they are marked interrupted if that still fits
@@ -364,9 +364,7 @@ class HelmbenchState:
                 self.recorder.finish(statuses, write_cache=not failed)
                 from .run_record import whole_run_tallies
 
-                self.tallies.update(
-                    whole_run_tallies(self.recorder)
-                )  # the shard that finished last: the whole run
+                self.tallies.update(whole_run_tallies(self.recorder))  # the last shard: the whole run
                 if not failed and self.recorder.runs:
                     from .run_record import record_session
 

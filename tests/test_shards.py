@@ -108,15 +108,17 @@ def test_the_shard_applies_after_the_sample(pytester: pytest.Pytester, helm_env,
     assert len(shards[0]) == len(shards[1]) == 2  # two behaviours, two sampled codes each: one per shard
 
 
-@pytest.mark.parametrize("value", ["0/3", "4/3", "a/b"])
+@pytest.mark.parametrize(("value", "key"), [("0/3", []), ("4/3", []), ("a/b", ["--helmbench-run-key=k"])])
 def test_a_bad_shard_is_a_usage_error_naming_the_option(
-    pytester: pytest.Pytester, helm_env, monkeypatch, value: str
+    pytester: pytest.Pytester, helm_env, value: str, key: list[str], tmp_path
 ) -> None:
-    monkeypatch.delenv("OPENROUTER_API_KEY")
     pytester.makeini("[pytest]\n")
     write_benchmark(pytester.path / "benchmark", scenarios=("P1-B1-S1",))
-    result = pytester.runpytest(
-        "benchmark", "-p", "no:randomly", "--helmbench-model=a/one", f"--helmbench-shard={value}"
-    )
+    db = f"--helmbench-db=sqlite:///{tmp_path / 'results.db'}"
+    args = ["benchmark", "-p", "no:randomly", "--helmbench-model=a/one", f"--helmbench-shard={value}", db]
+    result = pytester.runpytest(*args, *key)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--helmbench-shard*{value}*write K/N with 1 <= K <= N*"])
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert helm_env.chat_requests == []

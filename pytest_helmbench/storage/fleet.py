@@ -50,7 +50,10 @@ def fleet_role(run_key: str | None, shard: str | None) -> FleetRole | None:
     key = str(run_key or "").strip()
     if not key:
         return None
-    found = parse_shard(shard)  # a bad value was a usage error at collection
+    try:
+        found = parse_shard(shard)
+    except ValueError:  # a usage error at collection already: nothing runs
+        found = None
     return FleetRole(key, found.index if found else None, found.count if found else None)
 
 
