@@ -12,25 +12,20 @@ from typing import Any
 
 import pytest
 
-from . import author_hooks, gc_tuning
+from . import author_hooks, case_selection, gc_tuning
 from .benchmark_root import BenchmarkHooks
 from .controller import ControllerHooks
 from .errors import HelmbenchError
 from .execution.prefetch import Prefetch, start_prefetch
-from .fleet_session import apply_shard
-from .items import CaseItem, OutsideLink, ScenarioFile, case_items, keep_cases, shape_report, sort_cases
+from .items import CaseItem, OutsideLink, ScenarioFile, case_items, shape_report
 from .junit import JunitHooks
 from .notices import dry_run_lines, say, workers_note
 from .options import add_options
-from .plugins_compat import randomly_reorders
 from .report_hooks import register_report_hooks
 from .reporting.html_extras import html_extras_for
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
-from .suite.cases import parse_selectors
 from .suite.files import leads_outside
-from .suite.prompt import compose
-from .suite.sampling import sample_codes
 from .xdist_hooks import XdistHooks
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
@@ -98,88 +93,25 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
         gc_tuning.freeze_collected(report.result[0].config)
 
 
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """Order (numeric, or pytest-randomly's) and --helmbench-select; the sample, the shard, the resume
-    plan and the estimate come later, after pytest's own selections (below)."""
-    if not sort_cases(items, keep_order=randomly_reorders(config)):
-        return
-    state = HelmbenchState.get(config)
-    try:
-        selectors = parse_selectors(state.option("select") or [])
-    except ValueError as exc:
-        raise pytest.UsageError(f"--helmbench-select: {exc}") from None
-    if selectors:
-        keep_cases(config, items, lambda it: any(s.matches(it.case.segments) for s in selectors))
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order and --helmbench-select, before pytest's own selections (case_selection.py)."""
+    case_selection.order_and_select(config, items)
 
 
 # A second implementation of a hook in one module needs another name (`specname` says which hook);
 # pytest only reads names starting with "pytest_".
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_sample(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--helmbench-sample draws from what `-k`, `-m` and `--helmbench-select` kept: this plain hook
-    runs after theirs (`--helmbench-changed` and `--lf` wrap every plain hook, so they come after);
-    then --helmbench-shard splits what the sample kept, and a resume plan removes what that run
-    already finished (last: the same arguments must draw the same sample and shard again)."""
-    if not case_items(items):  # also when collection failed on a bad setting: nothing to read
-        return
-    state = HelmbenchState.get(config)
-    if state.settings.sample:
-        entries = ((it.case.scenario.behaviour, it.case.code) for it in case_items(items))
-        chosen = sample_codes(entries, state.settings.sample, state.settings.sample_seed)
-        keep_cases(config, items, lambda it: it.case.code in chosen)
-    apply_shard(state, config, items)
-    _apply_resume_plan(state, config, items)
+    """After `-k`, `-m` (plain hooks); `--helmbench-changed` and `--lf` wrap every plain hook, so they
+    come after: the sample, the shard, the resume plan."""
+    case_selection.sample_shard_and_resume(config, items)
 
 
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_finish")
 def pytest_collection_finish_estimate(session: pytest.Session) -> None:
-    """--helmbench-estimate prices exactly what would run: every selection, `--lf` included, is done
-    by now; then nothing runs. Before the terminal's "collected" line, so its counts include this."""
-    if not case_items(session.items):
-        return
-    state = HelmbenchState.get(session.config)
-    if state.option("estimate"):
-        _write_estimate(state, session.config, case_items(session.items))
-        keep_cases(session.config, session.items, lambda it: False)
-
-
-def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
-    plan = state.load_plan()
-    if plan is None:
-        return
-    from .execution.resume import PlannedCase, apply_plan
-
-    cases = case_items(items)
-    planned = (
-        PlannedCase(
-            it.case.model,
-            it.case.code,
-            it.repeat,
-            state.executor.request_for(it.case, compose(it.case), it.repeat)[2],
-        )
-        for it in cases
-    )
-    decided = apply_plan(plan, planned)
-    state.save_resume_counts(decided.counts)
-    done = {id(it) for it, keep in zip(cases, decided.keep, strict=True) if not keep}
-    keep_cases(config, items, lambda it: id(it) not in done)
-
-
-def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[CaseItem]) -> None:
-    from .execution.estimate import write_estimate
-
-    settings = state.settings
-    write_estimate(
-        config.pluginmanager.get_plugin("terminalreporter"),
-        (it.case for it in items),
-        max_tokens=settings.max_tokens,
-        marking_model=settings.judge_ids,
-        rejudge=settings.rejudge,
-        pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
-        evaluators=state.evaluators,
-    )
+    """Every selection, `--lf` included, is done by now; before the terminal's "collected" line, so
+    its counts include the estimate's deselection."""
+    case_selection.estimate_instead(session)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -200,3 +200,17 @@ def test_a_resumed_sample_runs_the_rest_of_the_same_sample(pytester, bench, helm
     codes = {code for (code,) in rows(db, "select case_code from result")}
     assert len(codes) == 4 and set(first[0]) <= codes
     assert rows(db, "select status, subset, selected_cases from evaluationrun") == [("completed", 1, 4)]
+
+
+def test_collect_only_previews_a_resume_and_writes_nothing(pytester, bench, helm_env, tmp_path):
+    db = tmp_path / "preview.db"
+    helm_env.add_rule(reply=Reply.ok(WRONG))
+    args = ("--helmbench-sample=4", "--helmbench-concurrency=1", f"--helmbench-db=sqlite:///{db}")
+    run(pytester, *args, "-x").assert_outcomes(failed=1)
+    before = rows(db, "select id, status, finished_at, options from evaluationrun")
+    assert [row[1] for row in before] == ["interrupted"]
+    preview = run(pytester, *args, "--helmbench-resume", "--collect-only", "-q")
+    assert len([line for line in preview.outlines if "::" in line]) == 3  # what a resume would run
+    assert rows(db, "select id, status, finished_at, options from evaluationrun") == before
+    run(pytester, *args, "--helmbench-resume").assert_outcomes(failed=3)
+    assert rows(db, "select status from evaluationrun") == [("completed",)]
