@@ -596,6 +596,16 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
         jsonschema.validate(json.loads(choice["message"]["content"]), ANSWER_SCHEMA)
         assert data["usage"]["prompt_tokens"] > 0 and data["usage"]["completion_tokens"] > 0
         assert data["model"] == smollm2_weights.stem  # the alias, not the local file path
+        # The real llama.cpp publishes its slot count (GET /props): HELMBench's ceiling on calls in
+        # flight to any llama.cpp server reads it there (providers/http.py, probe_slots).
+        from pytest_helmbench.providers.http import ChatClient
+
+        chat = ChatClient(server.base_url, "", api="openai")
+        try:
+            slots = chat.probe_slots(64)
+            assert isinstance(slots, int) and slots >= 1 and chat.slots == slots
+        finally:
+            chat.close()
     assert server.base_url is None
     assert _wait_port_closed(url.port, timeout=5), "server still listening after stop()"
     server.stop()  # idempotent
