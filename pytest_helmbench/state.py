@@ -23,6 +23,7 @@ from .config import (
 )
 from .errors import BenchmarkError, ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
+from .execution.fleet import FleetRole, fleet_role
 from .execution.outcome import Outcome
 from .execution.shared import SharedFiles
 from .options import check_options, option_named, option_source, option_value
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from .providers.pool import ClientPool
     from .providers.registry import ProviderRegistry
     from .storage.cache import ResponseCache
-    from .storage.fleet import FleetRole
     from .storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -147,17 +147,22 @@ class HelmbenchState:
     @cached_property
     def fleet(self) -> FleetRole | None:
         """--helmbench-run-key (with --helmbench-shard): this process's part of a run shared by many."""
-        from .storage.fleet import fleet_role
-
         return fleet_role(self.option("run-key"), self.option("shard"))
 
     @cached_property
     def board(self) -> StopBoard:
         self.shared.ensure()
-        from .storage.fleet import shared_stops  # the run key's stops, in the database
+        return StopBoard(self.shared.stops, cross_process=self.is_worker, shared=self._fleet_stops())
 
-        shared = None if self.all_dry_run() else shared_stops(self.fleet, self.settings.db_url)
-        return StopBoard(self.shared.stops, cross_process=self.is_worker, shared=shared)
+    def _fleet_stops(self) -> Any:
+        """The run key's stops in the database (none without a key, or with nothing to send)."""
+        try:
+            keyed = self.fleet is not None and not self.all_dry_run()
+        except ConfigError:  # said once at collection: nothing is sent
+            keyed = False
+        from .storage.fleet import shared_stops
+
+        return shared_stops(self.fleet, self.settings.db_url) if keyed else None
 
     @cached_property
     def ledger(self) -> CostLedger | None:
@@ -338,8 +343,7 @@ class HelmbenchState:
 
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session or of its run key (never creates the folder)."""
-        keyed = self.fleet is not None and "board" in self.__dict__  # built: the settings are good
-        return self.board.stopped() if keyed or self.shared.exists() else {}
+        return self.board.stopped() if "board" in self.__dict__ or self.shared.exists() else {}
 
     def finish(self, interrupted: bool) -> None:
         """Close the runs. After a storage failure they are marked interrupted if that still fits
@@ -362,12 +366,10 @@ class HelmbenchState:
                     wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
                     self.recorder.join_missing(wanted, {m: self._run_options(m) for m in wanted})
                 self.recorder.finish(statuses, write_cache=not failed)
-                from .run_record import whole_run_tallies
+                from .run_record import record_session, whole_run_tallies
 
                 self.tallies.update(whole_run_tallies(self.recorder))  # the last shard: the whole run
                 if not failed and self.recorder.runs:
-                    from .run_record import record_session
-
                     scenarios = {r.scenario for tally in self.tallies.values() for r in tally.results}
                     self.judge_lines = record_session(
                         self.settings.db_url,

@@ -180,8 +180,8 @@ def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_
 
 def test_processes_joining_a_key_at_the_same_moment_make_one_run(tmp_path, db_url):
     """Four recorders with one key write their first Result at once: one run, four Results."""
+    from pytest_helmbench.execution.fleet import FleetRole
     from pytest_helmbench.storage.engine import upgrade
-    from pytest_helmbench.storage.fleet import FleetRole
     from pytest_helmbench.storage.recorder import Recorder
 
     root = write_benchmark(tmp_path / "benchmark", scenarios=SCENARIOS)

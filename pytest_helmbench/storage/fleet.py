@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -22,8 +21,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import HelmbenchError
+from ..execution.fleet import FleetRole
 from ..status import RunStatus
-from ..suite.shards import parse_shard
 from .engine import StorageError, describe_error, safe_url
 from .tables import EvaluationRun, FleetSpend, FleetStop, RunShard, utcnow
 
@@ -34,27 +33,6 @@ _SPEND, _STOPS = FleetSpend.__table__, FleetStop.__table__  # type: ignore[attr-
 
 class FleetError(HelmbenchError):
     """A process cannot join the run of its key (another shard count, a database without upserts)."""
-
-
-@dataclass(frozen=True)
-class FleetRole:
-    """What this process is in a run split across processes: its key and, if sharded, its shard."""
-
-    run_key: str
-    shard: int | None = None  # K of --helmbench-shard K/N
-    shard_count: int | None = None  # N
-
-
-def fleet_role(run_key: str | None, shard: str | None) -> FleetRole | None:
-    """The role of a process given --helmbench-run-key (None without) and --helmbench-shard."""
-    key = str(run_key or "").strip()
-    if not key:
-        return None
-    try:
-        found = parse_shard(shard)
-    except ValueError:  # a usage error at collection already: nothing runs
-        found = None
-    return FleetRole(key, found.index if found else None, found.count if found else None)
 
 
 def _insert(connection: Connection):  # noqa: ANN202 - a dialect's insert with ON CONFLICT

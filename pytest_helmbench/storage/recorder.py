@@ -17,13 +17,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
+from ..execution.fleet import FleetRole
 from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection
 from ..status import RunStatus, Status
 from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
-from .fleet import FleetRole, check_shard_count, clear_stops, finish_shard, start_shard
+from .fleet import check_shard_count, clear_stops, finish_shard, start_shard
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
