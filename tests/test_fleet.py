@@ -16,7 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from pytest_helmbench.cli import app
 from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 from tests.openrouter_server import Reply
@@ -97,6 +99,17 @@ def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(
     # The shard that finished last (exactly one) shows the whole run; the others their own part.
     whole = [output for _, output in outputs if _total(output, len(codes))]
     assert len(whole) == 1, [output[-1500:] for _, output in outputs]
+    costs = CliRunner().invoke(app, ["costs", "--db", db_url])  # what `helmbench` reads: the whole run
+    assert costs.exit_code == 0, costs.output
+    rows = [
+        line.split()
+        for line in costs.output.splitlines()
+        if line.split()[:1] in ([str(r[0])] for r in runs.values())
+    ]
+    assert sorted((row[1], row[2], sum(map(int, row[3:6]))) for row in rows) == [
+        (GOOD, "completed", len(codes)),
+        (BAD, "completed", len(codes)),
+    ]
     sent = len(helm_env.chat_requests)
     assert sent > 0
     # Another process of another key, same database, temperature 0: every answer comes from the cache.
