@@ -731,6 +731,12 @@ class FakeOpenRouter:
             else:
                 self._connections.discard(conn)
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections open right now (a keep-alive connection stays open between requests)."""
+        with self._lock:
+            return len(self._connections)
+
     # ---- addresses ---------------------------------------------------------------------------
 
     @property

@@ -639,6 +639,29 @@ def test_api_key_never_in_errors_client_or_logs(
     assert caplog.records  # the retry/HTTP logging did happen, and carried no key
 
 
+# ---- connections ------------------------------------------------------------------------------------
+
+
+def test_each_calling_thread_keeps_one_connection_and_close_ends_them_all(
+    server: FakeOpenRouter, client: ChatClient
+) -> None:
+    """Calls from many threads share no connection pool (its lock and scan cost more CPU than the
+    exchange): each thread reuses its own keep-alive connection, and close() ends every one."""
+    server.add_rule(reply=Reply.ok(ANSWER))
+    threads, calls = 4, 3
+    for _ in range(threads):  # one after another: a shared pool would reuse a single connection
+        worker = threading.Thread(target=lambda: [client.complete(request()) for _ in range(calls)])
+        worker.start()
+        worker.join(timeout=30)
+    assert len(server.chat_requests) == threads * calls
+    assert server.open_connections == threads  # each thread's own, kept alive across its calls
+    client.close()
+    deadline = time.monotonic() + 10
+    while server.open_connections and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.open_connections == 0
+
+
 # ---- proxies from the environment ---------------------------------------------------------------------
 
 
