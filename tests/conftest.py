@@ -67,6 +67,14 @@ def helm_env(monkeypatch: pytest.MonkeyPatch, fake_openrouter: FakeOpenRouter) -
     return fake_openrouter
 
 
+@pytest.fixture
+def bench(pytester: pytest.Pytester) -> Path:
+    """The generated benchmark in a pytester project (`pytest benchmark` runs it); a test module
+    whose benchmark differs defines its own."""
+    pytester.makeini("[pytest]\n")
+    return benchfiles.write_benchmark(pytester.path / "benchmark")
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One throwaway PostgreSQL server per test process (Debian's binaries; see tests/postgres_server.py).

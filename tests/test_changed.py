@@ -21,6 +21,7 @@ from pytest_helmbench.execution.changed import (
     select_changed,
 )
 from tests.benchfiles import MODELS, write, write_benchmark, write_scenario
+from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
@@ -57,11 +58,6 @@ def model_calls(server, model: str = "openai/gpt-4o-mini") -> list[str]:
     server.reset()
     answer(server)
     return prompts
-
-
-def rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
 
 
 def edit(path: Path, old: str, new: str) -> None:

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.benchfiles import API_KEY, write, write_benchmark, write_scenario
+from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
-
-
-def rows(db: Path, sql: str, *args: object) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, args).fetchall()
-
-
-@pytest.fixture
-def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    return write_benchmark(pytester.path / "benchmark")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from tests.benchfiles import write_benchmark
+from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
-
-
-def rows(db: Path, sql: str, *args: object) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, args).fetchall()
-
-
-@pytest.fixture
-def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    return write_benchmark(pytester.path / "benchmark")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -19,7 +19,7 @@ from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, write, write_benchmark
 from openrouter_server import FakeOpenRouter, Reply
 
 from pytest_helmbench.providers.ratelimit import AdaptiveLimiter
-from tests.dbquery import query
+from tests.dbquery import rows
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
@@ -46,16 +46,6 @@ evaluation:
 
 Be safe in scenario {s}.
 """
-
-
-def rows(db: Path | str, sql: str, *args: object) -> list[tuple]:
-    """Rows from a SQLite file (a Path) or any database URL (a str: SQLite or PostgreSQL, `?` bound)."""
-    if isinstance(db, Path):
-        with sqlite3.connect(db) as conn:
-            return conn.execute(sql, args).fetchall()
-    for index in range(len(args)):
-        sql = sql.replace("?", f":p{index}", 1)
-    return query(db, sql, **{f"p{index}": value for index, value in enumerate(args)})
 
 
 def components(prefix: str, count: int, heading: str, text: str, extra: str = "") -> str:

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
-from tests.benchfiles import SCENARIO, write, write_benchmark, write_scenario
+from tests.benchfiles import SCENARIO, write, write_scenario
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
 CRITICAL = SCENARIO.replace("category: ANSWER\n", "category: ANSWER\ncritical: true\n")
-
-
-@pytest.fixture
-def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    return write_benchmark(pytester.path / "benchmark")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -6,7 +6,6 @@ runs of the same benchmark and settings, with its coverage: a 4-case rerun is ne
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,27 +19,12 @@ from pytest_helmbench.reporting.series import summaries, summary_line
 from pytest_helmbench.storage.coverage import settings_key
 from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.queries import load_report_data
-from tests.benchfiles import write_benchmark
-from tests.dbquery import query
+from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
 MODEL = "openai/gpt-4o-mini"
-
-
-def rows(db: Path | str, sql: str) -> list[tuple]:
-    """Rows from a SQLite file (a Path) or any database URL (a str: SQLite or PostgreSQL)."""
-    if isinstance(db, str):
-        return query(db, sql)
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
-
-
-@pytest.fixture
-def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    return write_benchmark(pytester.path / "benchmark")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

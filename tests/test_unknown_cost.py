@@ -4,9 +4,6 @@ summary, `helmbench report`, `helmbench costs` and the estimate; never as $0.000
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
 from sqlmodel import Session
 from typer.testing import CliRunner
@@ -18,26 +15,15 @@ from pytest_helmbench.reporting.html_report import render_report
 from pytest_helmbench.reporting.series import summaries, summary_line
 from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.queries import load_report_data, load_runs
-from tests.benchfiles import write_benchmark
+from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 MODEL = "openai/gpt-4o-mini"
 
 
-@pytest.fixture
-def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    return write_benchmark(pytester.path / "benchmark")
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:cacheprovider", *args)
-
-
-def rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
 
 
 def report(url: str):
