@@ -9,7 +9,8 @@
 - pool.py: `ClientPool`, the executor's one way to a model (client, request, cache endpoint,
   pricing, `prepare` before the first call, data for xdist workers), and `build_request`.
 - remote.py: the HTTP provider (any id no other provider takes) over http.py's `ChatClient`
-  (OpenRouter / OpenAI-compatible, retries, pricing) and ratelimit.py's adaptive limiter.
+  (OpenRouter / OpenAI-compatible, retries, pricing), transports.py (its connections: one per
+  calling thread) and ratelimit.py's adaptive limiter.
 - local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache)
   and local_server.py (the llama.cpp server process and its `python -m … serve` entry point).
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
@@ -17,6 +18,7 @@
   from the benchmark's references and calibration set, indexed once per process by oracle_index.py.
 
 May import suite/, config, errors; never evaluation/, execution/, storage/, reporting/ or the
-plugin's modules. httpx stays in http.py, imported only where a call is made: base.py, chat.py,
-registry.py, builtin.py, remote.py and local.py load in every run, dry runs included.
+plugin's modules. httpx stays in http.py and transports.py, imported only where a call is made:
+base.py, chat.py, registry.py, builtin.py, remote.py and local.py load in every run, dry runs
+included.
 """

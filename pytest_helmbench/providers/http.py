@@ -34,6 +34,7 @@ from .chat import (
     read_completion,
 )
 from .ratelimit import AdaptiveLimiter
+from .transports import Transports
 
 log = logging.getLogger(__name__)
 
@@ -155,50 +156,20 @@ class ChatClient:
         self._chat_url = httpx.URL(f"{self.base_url}/chat/completions")  # parsed once, not per call
         self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
         self._timeout_seconds = timeout
-        # Chat calls go straight to the connection pool: httpx.Client's per-request layers (cookie
-        # jar, auth and redirect flows, URL merging) cost as much CPU as the HTTP exchange itself,
-        # and an API call needs none of them. The client keeps the proxy from the environment
-        # (HTTPS_PROXY, NO_PROXY …); a local model on 127.0.0.1 never goes through one.
-        self._proxy = None if free else environment_proxy(self._chat_url)
-        # One TLS context for every transport (building one reads the CA bundle: ~40 ms of CPU).
-        self._tls = httpx.create_ssl_context(trust_env=not free)
-        self._transport = self._new_transport(200)
-        # Each calling thread has its own pool of keep-alive connections: httpcore's shared pool
-        # scans every connection under one lock for each request, which with 50 call threads cost
-        # more CPU (under the GIL) than the exchange.
-        self._local = threading.local()
-        self._thread_transports: list[httpx.HTTPTransport] = []
-        self._transports_lock = threading.Lock()
+        # Chat calls go straight to a transport of the calling thread's own (transports.py).
+        self._transports = Transports(None if free else environment_proxy(self._chat_url), trust_env=not free)
         self._http = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=self._transport, trust_env=False
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            transport=self._transports.shared,
+            trust_env=False,
         )
         self._pricing: dict[str, Pricing] | None = None
         self._pricing_lock = threading.Lock()
 
-    def _new_transport(self, connections: int) -> httpx.HTTPTransport:
-        return httpx.HTTPTransport(
-            verify=self._tls,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-            proxy=self._proxy,
-            trust_env=not self.free,
-        )
-
-    def _thread_transport(self) -> httpx.HTTPTransport:
-        """This thread's transport (one call at a time per thread: one connection kept alive)."""
-        transport: httpx.HTTPTransport | None = getattr(self._local, "transport", None)
-        if transport is None:
-            transport = self._new_transport(1)
-            with self._transports_lock:
-                self._thread_transports.append(transport)
-            self._local.transport = transport
-        return transport
-
     def close(self) -> None:
         self._http.close()
-        with self._transports_lock:
-            transports, self._thread_transports = self._thread_transports, []
-        for transport in transports:
-            transport.close()
+        self._transports.close()
 
     def probe_slots(self, concurrency: int) -> int | None:
         """The requests the server decodes at once, as llama.cpp publishes them (GET /props ->
@@ -300,7 +271,7 @@ class ChatClient:
             "POST", self._chat_url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout
         )
         try:
-            response = self._thread_transport().handle_request(http_request)
+            response = self._transports.for_this_thread().handle_request(http_request)
             try:
                 response.read()
             finally:
