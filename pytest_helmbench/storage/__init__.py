@@ -9,6 +9,11 @@
   records.py: every Result as a flat record, streamed (the export rows); columns.py: the column
   sets (names, pandas dtypes) export and pytest_helmbench.results share; calibration_store.py: judge
   calibrations, saved by `helmbench calibrate` and found again for a run's judge and rubrics.
+- coverage.py: which Results make a model's headline, and what a run selected; labels.py: the
+  report's human names for stored codes; prior_runs.py: earlier runs read for a resume, a retry of
+  errors and --helmbench-changed; run_scores.py: what a run was scored with.
+- fleet.py: one run across processes (run key, shards, shared spend and stops), each agreement one
+  atomic statement; pgtext.py: U+0000 kept out of PostgreSQL's text and jsonb.
 
 May import the earlier stages (suite/, providers/, execution/), status, codes, errors; never reporting/,
 plugin or cli. SQLAlchemy, SQLModel and Alembic are imported here only: nothing plugin.py imports at
