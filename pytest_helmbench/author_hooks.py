@@ -135,7 +135,14 @@ def _deselect_unchanged(config: pytest.Config, items: list[pytest.Item]) -> None
     elif notes.baseline is None:
         notes.baseline = _read_baseline(state)
     contents = (
-        CaseContent(it.case.model, it.case.code, it.repeat, compose(it.case).hash, it.case.scenario.hash)
+        CaseContent(
+            it.case.model,
+            it.case.code,
+            it.repeat,
+            compose(it.case).hash,
+            it.case.scenario.hash,
+            it.case.layout,
+        )
         for it in cases
     )
     selection = select_changed(notes.baseline, contents)

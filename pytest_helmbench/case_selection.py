@@ -69,6 +69,7 @@ def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list
             it.case.code,
             it.repeat,
             state.executor.request_for(it.case, compose(it.case), it.repeat)[2],
+            it.case.layout,
         )
         for it in cases
     )
@@ -88,6 +89,7 @@ def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
         max_tokens=settings.max_tokens,
         marking_model=settings.judge_ids,
         rejudge=settings.rejudge,
+        user_model=settings.user_agent.id if settings.user_agent else None,
         pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
         evaluators=state.evaluators,
     )

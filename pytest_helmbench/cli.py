@@ -5,6 +5,7 @@ The benchmark commands live here; those on the results database in cli_results.p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from .evaluation.builtin import builtin_registry
 from .suite.cases import Case, expand, parse_selectors
 from .suite.loader import BenchmarkLoader
 from .suite.model import Scenario
-from .suite.prompt import compose
+from .suite.prompt import LAYOUTS, compose
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
@@ -167,14 +168,36 @@ def find_case(root: Path, code: str) -> Case:
 @app.command()
 def show(
     code: str = typer.Argument(..., help="full case code, e.g. P1-B1-S1-C1-PT1"),
+    layout: str = typer.Option(
+        "seed", "--layout", help="seed (the instructed JSON prompt) or deployed (system prompt, plain reply)"
+    ),
     root: Path | None = RootOption,
 ) -> None:
-    """Print the exact composed prompt and response_format of one case."""
-    prompt = compose(find_case(benchmark_root(root), code))
-    typer.echo(f"=== prompt ({len(prompt.text)} characters, sha256 {prompt.hash[:12]}) ===")
-    typer.echo(prompt.text)
+    """Print the exact messages and response_format of one case, in one layout."""
+    if layout not in LAYOUTS:
+        fail(f"--layout {layout!r} must be one of {', '.join(LAYOUTS)}")
+    case = replace(find_case(benchmark_root(root), code), layout=layout)
+    prompt = compose(case)
+    if not prompt.turns:
+        typer.echo(f"=== prompt ({len(prompt.text)} characters, sha256 {prompt.hash[:12]}) ===")
+        typer.echo(prompt.text)
+    else:
+        messages = prompt.messages
+        typer.echo(f"=== {len(messages)} messages ({layout} layout, sha256 {prompt.hash[:12]}) ===")
+        for number, message in enumerate(messages, 1):
+            typer.echo(f"--- {number}. {message['role']} ({len(message['content'])} characters) ---")
+            typer.echo(message["content"])
+    if prompt.simulation is not None:
+        typer.echo(
+            f"=== then a simulated user (--helmbench-user-model) writes each next user message, "
+            f"up to {prompt.simulation.turns} replies of the model; its persona (never sent to the model) ==="
+        )
+        typer.echo(prompt.simulation.persona)
     typer.echo("=== response_format ===")
-    typer.echo(json.dumps(prompt.response_format, indent=2, ensure_ascii=False))
+    if prompt.response_format is None:
+        typer.echo("none: the reply is plain text (the marking model extracts the scenario's fields from it)")
+    else:
+        typer.echo(json.dumps(prompt.response_format, indent=2, ensure_ascii=False))
 
 
 def run_pytest(args: list[str], extra: list[str]) -> None:

@@ -67,6 +67,9 @@ class Settings:
     marking_models: tuple[ModelConfig, ...] = ()
     judge_policy: str = "majority"
     rejudge: int = 3
+    # The layouts every case is sent in (suite/prompt.py), and who plays simulated users.
+    layouts: tuple[str, ...] = ("seed",)
+    user_model: ModelConfig | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.api_key, Secret):  # a plain string from a caller: held as a Secret
@@ -82,6 +85,17 @@ class Settings:
         return [m.id for m in self.marking_models]
 
     @property
+    def user_agent(self) -> ModelConfig | None:
+        """Who writes a simulated user's turns: --helmbench-user-model, else the first marking model."""
+        return self.user_model or self.marking_model
+
+    @property
+    def helper_ids(self) -> list[str]:
+        """Every model a case may call besides the model under test: the judges and the user agent."""
+        agent = self.user_agent
+        return list(dict.fromkeys([*self.judge_ids, *([agent.id] if agent is not None else [])]))
+
+    @property
     def model_ids(self) -> list[str]:
         return [m.id for m in self.models]
 
@@ -89,7 +103,7 @@ class Settings:
         for model in self.models:
             if model.id == model_id:
                 return model
-        for judge in self.marking_models:
+        for judge in (*self.marking_models, *([self.user_model] if self.user_model else [])):
             if judge.id == model_id:
                 return judge
         return ModelConfig(model_id)
@@ -146,6 +160,8 @@ class Settings:
             "marking_models": [judge.recorded() for judge in self.marking_models],
             "judge_policy": self.judge_policy,
             "rejudge": self.rejudge,
+            "layouts": list(self.layouts),
+            "user_model": self.user_agent.recorded() if self.user_agent else None,
             "base_url": redact(model.base_url or self.base_url),
             "api": model.api or self.api,
             "temperature": self.temperature,
@@ -204,7 +220,11 @@ def _model_keys(models: Iterable[ModelConfig]) -> dict[str, Secret]:
 
 def _check_endpoints(settings: Settings, allow_insecure: bool) -> None:
     check_transport(settings.base_url, "--helmbench-base-url / OPENROUTER_BASE_URL", allow_insecure)
-    used = [*settings.models, *settings.marking_models]
+    used = [
+        *settings.models,
+        *settings.marking_models,
+        *([settings.user_model] if settings.user_model else []),
+    ]
     for model in used:
         if model.base_url:
             check_transport(model.base_url, f"models.yml: {model.id}: base_url", allow_insecure)
@@ -239,6 +259,10 @@ def build_settings(
     policy = str(get("judge-policy") or "majority")
     if policy not in JUDGE_POLICIES:
         raise ConfigError(f"--helmbench-judge-policy: {policy!r} must be one of {', '.join(JUDGE_POLICIES)}")
+    layouts = _layouts(get("layout"))
+    user_ids = _judge_ids(get("user-model"))
+    if len(user_ids) > 1:
+        raise ConfigError(f"--helmbench-user-model: {get('user-model')!r} names more than one model")
     seed = get("seed")
     temperature = _number(get("temperature"), "temperature", float, 0)
     cache_mode = str(get("cache") or ("on" if temperature == 0 else "off"))
@@ -255,6 +279,8 @@ def build_settings(
         marking_models=tuple(models_file.get(i) for i in marking_ids),
         judge_policy=policy,
         rejudge=_number(get("rejudge") if get("rejudge") not in (None, "") else 3, "rejudge", int, 0),
+        layouts=layouts,
+        user_model=models_file.get(user_ids[0]) if user_ids else None,
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
         base_url=base_url,
         api=api,
@@ -279,10 +305,25 @@ def build_settings(
         base_url_source=base_url_source,
     )
     _check_endpoints(settings, bool(get("allow-insecure")))
-    return settings.with_keys(_model_keys((*settings.models, *settings.marking_models)))
+    helpers = (*settings.marking_models, *([settings.user_model] if settings.user_model else []))
+    return settings.with_keys(_model_keys((*settings.models, *helpers)))
 
 
 JUDGE_POLICIES = ("majority", "all-pass", "any-fail")
+
+
+LAYOUTS = ("seed", "deployed")
+
+
+def _layouts(value: Any) -> tuple[str, ...]:
+    """`seed`, `deployed` or both, comma-separated, in the order given (default: seed)."""
+    names = list(dict.fromkeys(n.strip() for n in str(value or "seed").split(",") if n.strip()))
+    bad = [n for n in names if n not in LAYOUTS]
+    if bad or not names:
+        raise ConfigError(
+            f"--helmbench-layout: {value!r} must be seed, deployed or seed,deployed (comma-separated)"
+        )
+    return tuple(names)
 
 
 def _judge_ids(value: Any) -> list[str]:

@@ -119,7 +119,7 @@ class ControllerHooks:
         pytest's loop, or xdist's scheduler, stops."""
         state = self.state
         settings = state.settings
-        models = [*settings.model_ids, *settings.judge_ids]
+        models = [*settings.model_ids, *settings.helper_ids]
         try:
             state.board.stop_all(models, f"{SESSION_STOPPING}: {reason}")
         except OSError as exc:  # the folder may be on the very disk that is full

@@ -50,16 +50,17 @@ class ScenarioFile(pytest.File):
             return
         scenario = state.load_scenario(self.path)
         models = state.settings.model_ids
+        layouts = state.settings.layouts
         repeats = state.settings.repeat
         for message in state.new_warnings():
             warnings.warn_explicit(
                 HelmbenchWarning(message), HelmbenchWarning, filename=str(self.path), lineno=0
             )
-        for case in expand(scenario, models):
+        for case in expand(scenario, models, layouts):
             for repeat in range(repeats):
                 yield CaseItem.from_parent(
                     self,
-                    name=item_name(case, len(models) > 1, repeat if repeats > 1 else None),
+                    name=item_name(case, len(models) > 1, repeat if repeats > 1 else None, len(layouts) > 1),
                     case=case,
                     repeat=repeat,
                 )
@@ -84,9 +85,11 @@ class OutsideLink(pytest.Directory):
         return super().repr_failure(excinfo)
 
 
-def item_name(case: Case, with_model: bool, repeat: int | None) -> str:
-    """`CODE`, `CODE[model]`, `CODE[r0]` or `CODE[model,r0]`."""
-    parts = ([case.model] if with_model else []) + ([f"r{repeat}"] if repeat is not None else [])
+def item_name(case: Case, with_model: bool, repeat: int | None, with_layout: bool = False) -> str:
+    """`CODE`, `CODE[model]`, `CODE[r0]`, `CODE[deployed]` or `CODE[model,deployed,r0]`."""
+    parts = [case.model] if with_model else []
+    parts += [case.layout] if with_layout else []
+    parts += [f"r{repeat}"] if repeat is not None else []
     return f"{case.code}[{','.join(parts)}]" if parts else case.code
 
 
@@ -105,6 +108,7 @@ def case_marker(case: Case, repeat: int) -> pytest.MarkDecorator:
         perturbation=case.perturbation.code,
         style=case.perturbation.style,
         model=case.model,
+        layout=case.layout,
         critical=case.scenario.critical,
         risk=case.scenario.risk,
         repeat=repeat,
@@ -195,10 +199,12 @@ class CaseItem(pytest.Item):
             ("helmbench_user_context", case.user_context.code if case.user_context else ""),
             ("helmbench_perturbation", case.perturbation.code),
             ("helmbench_repeat", str(self.repeat)),
+            ("helmbench_layout", self.case.layout),
         ]
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.case.code} [{self.case.model}]"
+        layout = f", {self.case.layout}" if self.case.layout != "seed" else ""
+        return self.path, None, f"{self.case.code} [{self.case.model}{layout}]"
 
 
 def error_outcome(

@@ -50,6 +50,19 @@ OPTIONS: tuple[Option, ...] = (
         "majority",
     ),
     Option(
+        "layout",
+        "seed (default: the instructed JSON prompt), deployed (system prompt, plain reply, extracted by "
+        "the marking model) or seed,deployed (both: item ids gain [seed] / [deployed])",
+        "HELMBENCH_LAYOUT",
+        "seed",
+    ),
+    Option(
+        "user-model",
+        "the model that plays the simulated user of `simulate:` conversations (default: the first "
+        "marking model)",
+        "HELMBENCH_USER_MODEL",
+    ),
+    Option(
         "rejudge",
         "a single judge's critical failure counts for the gate only if it fails again this many times "
         "(fresh calls, new seeds; default 3; 0: no re-judging)",

@@ -28,8 +28,8 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     run_id: int | None = None
     replaced: int = 0  # attempts superseded by a later attempt of the same case (reruns)
-    timed_out: set[tuple[str, int]] = field(default_factory=set)  # cases whose last attempt timed out
-    _slots: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
+    timed_out: set[tuple[str, int, str]] = field(default_factory=set)  # cases whose last attempt timed out
+    _slots: dict[tuple[str, int, str], int] = field(default_factory=dict, repr=False)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -37,7 +37,7 @@ class Tally:
     def add(self, outcome: Outcome) -> None:
         """Count `outcome`; a later attempt of a case (case code and repeat) replaces the earlier one."""
         result = CaseResult.from_outcome(outcome)
-        key = (outcome.case_code, outcome.repeat)
+        key = (outcome.case_code, outcome.repeat, outcome.layout)
         slot = self._slots.get(key)
         if slot is None:
             self._slots[key] = len(self.results)

@@ -77,6 +77,7 @@ def test_junit_xml_validates_against_junit_10_xsd_with_the_metadata_in_system_ou
         "helmbench_user_context": "",
         "helmbench_perturbation": "PT1",
         "helmbench_repeat": "0",
+        "helmbench_layout": "seed",
         "helmbench_status": "passed",
         "helmbench_reason": "category is 'ANSWER' as expected",
     }

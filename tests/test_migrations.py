@@ -628,6 +628,9 @@ def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
 # 0006: JSON columns as JSONB on PostgreSQL
 
 
+ADDED_AFTER_0006 = {("result", "messages")}  # 0008: a Result's whole conversation
+
+
 def _json_columns() -> set[tuple[str, str]]:
     """Every column the models declare as JSON (JSONB on PostgreSQL)."""
     return {
@@ -662,7 +665,7 @@ def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_u
     old = _v1_database(db_url, V1_HEAD)
     command.upgrade(alembic_config(db_url), "0005")
     at_0005 = _schema(db_url)
-    json_columns = _json_columns()
+    json_columns = _json_columns() - ADDED_AFTER_0006
     assert len(json_columns) == 16
     if _postgresql(db_url):
         assert {_column_types(db_url)[c] for c in json_columns} == {"json"}
@@ -670,7 +673,7 @@ def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_u
     command.upgrade(alembic_config(db_url), "0006")
 
     assert _revision(db_url) == "0006"
-    _assert_results_kept(db_url, old)
+    _assert_results_kept_v1(db_url, old)  # by SQL: the models name later columns
     if _postgresql(db_url):
         types = _column_types(db_url)
         assert {c: types[c] for c in json_columns} == dict.fromkeys(json_columns, "jsonb")
@@ -706,6 +709,42 @@ def test_0006_makes_every_json_column_jsonb_on_postgresql_keeping_every_row(db_u
 
     assert _revision(db_url) == "0005"
     assert _schema(db_url) == at_0005
+    _assert_results_kept_v1(db_url, old)  # by SQL: the models name later columns
+    upgrade(db_url)
+    assert _revision(db_url) == SCHEMA_HEAD
+
+
+def test_0008_adds_each_results_layout_and_messages_keeping_every_result(db_url):
+    """A populated v1.0 database goes to the head: its Results are kept, with no layout (the seed's) and
+    no message list (their one user message is `prompt`); `messages` is jsonb on PostgreSQL; a new
+    Result stores both; and 0008 goes back down to 0007 with every Result kept."""
+    old = _v1_database(db_url, V1_HEAD)
+    upgrade(db_url)
     _assert_results_kept(db_url, old)
+    engine = make_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            rows = conn.execute(text("select layout, messages from result order by id")).all()
+            assert rows and all(row == (None, None) for row in rows)
+            messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u\u00e9"}]
+            conn.execute(
+                text("update result set layout = 'deployed', messages = :m where id = :id"),
+                {"m": json.dumps(messages), "id": old.result_ids[0]},
+            )
+        with Session(engine) as session:
+            stored = session.get(Result, old.result_ids[0])
+            assert (stored.layout, stored.messages) == ("deployed", messages)
+    finally:
+        engine.dispose()
+    if _postgresql(db_url):
+        assert _column_types(db_url)[("result", "messages")] == "jsonb"
+    command.downgrade(alembic_config(db_url), "0007")
+    assert _revision(db_url) == "0007"
+    engine = make_engine(db_url)
+    try:
+        assert not {"layout", "messages"} & {c["name"] for c in inspect(engine).get_columns("result")}
+    finally:
+        engine.dispose()
+    _assert_results_kept_v1(db_url, old)
     upgrade(db_url)
     assert _revision(db_url) == SCHEMA_HEAD

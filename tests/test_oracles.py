@@ -518,7 +518,7 @@ def test_the_judge_errors_on_any_reply_it_has_no_gold_verdict_for(bench):
         judge(client, other, REFUSAL)
     with pytest.raises(CallError, match="not a HELMBench judge request"):
         ask(client, case_prompt(s1, "P1-B1-S1-C1-PT1"))
-    with pytest.raises(CallError, match="answers case prompts only"):  # a judge request to an answerer
+    with pytest.raises(CallError, match="is not a case of the benchmark"):  # a judge request to an answerer
         request = ChatRequest(
             "oracle/safe", judge_messages(s1.checks[1].criteria, "p", "a").messages("ab"), {}
         )

@@ -50,7 +50,7 @@ class Baseline:
 
     def decide(self, case: CaseContent) -> tuple[Change, int | None]:
         """The case's Change, and the run whose Result it was compared with (None when never run)."""
-        found = self.prior.get(case.model, {}).get(case_key(case.code, case.repeat))
+        found = self.prior.get(case.model, {}).get(case_key(case.code, case.repeat, case.layout))
         if found is None or found.status not in EVALUATED:
             return Change.NEW, None
         same = found.prompt_hash == case.prompt_hash and found.scenario_hash == case.scenario_hash
@@ -76,6 +76,7 @@ class CaseContent:
     repeat: int
     prompt_hash: str
     scenario_hash: str
+    layout: str = "seed"
 
 
 @dataclass

@@ -6,8 +6,13 @@ overhead, and a fixed answer size (250 tokens; 150 for a judge's verdict), cappe
 Prices come from OpenRouter's /models (per token); a model without a price shows "unknown".
 
 Every judge call is counted: one per judged check (the label check and each `checks:` item whose type
-needs the marking model) per panel judge. Re-judging happens only for critical cases that fail on
-judge verdicts alone, so it is shown apart, as the most it could cost (every such case failing).
+needs the marking model) per panel judge, for every reply judged. Re-judging happens only for
+critical cases that fail on judge verdicts alone, so it is shown apart, as the most it could cost
+(every such case failing). A simulated conversation is counted at its turn limit (the user agent may
+end it sooner): each later request carries the earlier replies (~250 tokens each) and user turns
+(~60 tokens each), and each later user turn is one call of the user model. In the deployed layout
+each reply also costs one extraction call of the first marking model. Extractions and simulated
+user turns are counted with the judge calls ("helper calls").
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 8
 ANSWER_TOKENS = 250
 JUDGE_ANSWER_TOKENS = 150
+USER_TURN_TOKENS = 60  # a simulated user's message, as the next request carries it
 
 
 def estimate_tokens(text: str) -> int:
@@ -75,6 +81,7 @@ def estimate(
     pricing: Callable[[str], Pricing | None],
     evaluators: EvaluatorRegistry | None = None,
     rejudge: int = 0,
+    user_model: str | None = None,
 ) -> list[ModelEstimate]:
     """One estimate per model, in model order; each case counted once per repeat it will run.
 
@@ -86,25 +93,66 @@ def estimate(
     answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
     for case, prompt in entries:
         est = found.setdefault(case.model, ModelEstimate(case.model))
-        prompt_tokens = estimate_tokens(prompt.text + json.dumps(prompt.response_format))
-        completion = min(ANSWER_TOKENS, max_tokens)
         est.cases += 1
-        est.prompt_tokens += prompt_tokens
-        est.completion_tokens += completion
-        est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
-        for criteria in _judged_rubrics(case, registry) if judges else []:
-            judge_tokens = _judge_tokens(criteria, prompt, answer)
-            judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
-            for judge in judges:
-                est.judge_calls += 1
-                est.judge_prompt_tokens += judge_tokens
-                est.judge_completion_tokens += judge_completion
-                est.judge_usd = _add_cost(est.judge_usd, pricing(judge), judge_tokens, judge_completion)
-            if case.scenario.critical and len(judges) == 1 and rejudge:
-                est.rejudge_calls_max += rejudge
-                tokens = (judge_tokens * rejudge, judge_completion * rejudge)
-                est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, pricing(judges[0]), *tokens)
+        replies = prompt.simulation.turns if prompt.simulation is not None else 1
+        first = estimate_tokens(prompt.text + json.dumps(prompt.response_format))
+        completion = min(ANSWER_TOKENS, max_tokens)
+        for reply in range(replies):
+            prompt_tokens = first + reply * (completion + USER_TURN_TOKENS)
+            est.prompt_tokens += prompt_tokens
+            est.completion_tokens += completion
+            est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
+            agent = user_model if reply else None
+            _add_helpers(est, prompt, prompt_tokens, judges, agent, pricing, max_tokens)
+            _add_judges(est, case, prompt, answer, judges, registry, rejudge, pricing, max_tokens)
     return list(found.values())
+
+
+def _add_helpers(
+    est: ModelEstimate,
+    prompt: ComposedPrompt,
+    prompt_tokens: int,
+    judges: list[str],
+    user_model: str | None,
+    pricing: Callable[[str], Pricing | None],
+    max_tokens: int,
+) -> None:
+    """One reply's extraction (deployed layout) and the user turn before it (simulated, after the first)."""
+    completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
+    helpers = ([judges[0]] if prompt.response_format is None and judges else []) + (
+        [user_model] if user_model else []
+    )
+    for helper in helpers:
+        est.judge_calls += 1
+        est.judge_prompt_tokens += prompt_tokens
+        est.judge_completion_tokens += completion
+        est.judge_usd = _add_cost(est.judge_usd, pricing(helper), prompt_tokens, completion)
+
+
+def _add_judges(
+    est: ModelEstimate,
+    case: Case,
+    prompt: ComposedPrompt,
+    answer: str,
+    judges: list[str],
+    registry: EvaluatorRegistry,
+    rejudge: int,
+    pricing: Callable[[str], Pricing | None],
+    max_tokens: int,
+) -> None:
+    """The judge calls on one reply: each judged check, each judge (re-judging counted apart)."""
+    for criteria in _judged_rubrics(case, registry) if judges else []:
+        judge_tokens = _judge_tokens(criteria, prompt, answer)
+        judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
+        for judge in judges:
+            est.judge_calls += 1
+            est.judge_prompt_tokens += judge_tokens
+            est.judge_completion_tokens += judge_completion
+            est.judge_usd = _add_cost(est.judge_usd, pricing(judge), judge_tokens, judge_completion)
+        if case.scenario.critical and len(judges) == 1 and rejudge:
+            est.rejudge_calls_max += rejudge
+            tokens = (judge_tokens * rejudge, judge_completion * rejudge)
+            est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, pricing(judges[0]), *tokens)
 
 
 def _judged_rubrics(case: Case, registry: EvaluatorRegistry) -> list[Criteria | None]:
@@ -161,6 +209,7 @@ def write_estimate(
     pricing: Callable[[str], Pricing | None],
     evaluators: EvaluatorRegistry | None = None,
     rejudge: int = 0,
+    user_model: str | None = None,
 ) -> None:
     """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
     lines = estimate_lines(
@@ -171,6 +220,7 @@ def write_estimate(
             pricing=pricing,
             evaluators=evaluators,
             rejudge=rejudge,
+            user_model=user_model,
         )
     )
     if reporter is None:

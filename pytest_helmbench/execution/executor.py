@@ -7,6 +7,8 @@ remaining cases are skipped instead of erroring one by one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from dataclasses import asdict, dataclass, field, replace
@@ -14,6 +16,7 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
+from ..evaluation.extraction import ExtractionError
 from ..evaluation.pipeline import CaseVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
@@ -22,10 +25,12 @@ from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo, Criteria
-from ..suite.prompt import ComposedPrompt
+from ..suite.prompt import DEPLOYED, ComposedPrompt, render_messages
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Asked, JudgePanel
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
+from .simulated_user import next_user_turn
+from .turns import Talk, TurnResult, conversation_verdict
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +96,25 @@ class Executor:
     def request_for(
         self, case: Case, prompt: ComposedPrompt, repeat: int = 0
     ) -> tuple[ModelClient, ChatRequest, str]:
-        """The client, request and request hash of a case: the hash is also its cache key."""
+        """The client, first request and identity hash of a case (stored as its request hash, which
+        resume compares): the first request's cache key, and for a simulated conversation that key
+        with the persona, the turn limit and the user agent's settings."""
         model = self.settings.model(case.model)
         client = self.clients.for_model(model)
-        request = self.clients.request(model, prompt.text, prompt.response_format)
-        return client, request, request_key(self.clients.endpoint(model, client), client.api, request, repeat)
+        request = self.clients.request(model, prompt.messages, prompt.response_format)
+        key = request_key(self.clients.endpoint(model, client), client.api, request, repeat)
+        if prompt.simulation is not None:
+            agent = self.settings.user_agent
+            material = [
+                key,
+                prompt.simulation.persona,
+                prompt.simulation.turns,
+                agent.recorded() if agent else None,
+            ]
+            key = hashlib.sha256(
+                json.dumps(material, sort_keys=True, default=str).encode("utf-8")
+            ).hexdigest()
+        return client, request, key
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
@@ -109,10 +128,14 @@ class Executor:
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
         self.check_running(case.model)
         types = [c.spec.type for c in case.scenario.checks] or [case.scenario.evaluation.type]
-        if any(self.evaluators.get(t).needs_judge for t in types):
+        if case.layout == DEPLOYED or any(self.evaluators.get(t).needs_judge for t in types):
             for judge in self.settings.marking_models:  # no answer is paid for that nobody could judge
                 self.check_running(judge.id, "marking model")
+        agent = self.settings.user_agent
+        if prompt.simulation is not None and agent is not None:
+            self.check_running(agent.id, "simulated user")
         client, request, key = self.request_for(case, prompt, repeat)
+        messages = prompt.messages
         outcome = Outcome(
             status=Status.ERROR,
             reason="",
@@ -124,45 +147,106 @@ class Executor:
             provenance=provenance(case, self.info),
             repeat=repeat,
             request_hash=key,
+            layout=case.layout,
+            messages=messages if prompt.turns else None,
         )
+        talk = Talk(case, prompt, messages, [case.perturbation.words])
+        panel = self.panel
         try:
-            response = self._call(client, request, key, outcome)
-        except BudgetExhausted as exc:
-            raise self._skip(outcome, str(exc)) from None
-        except ModelRejected as exc:
-            self.board.stop(case.model, exc.reason)
-            raise self._error(outcome, f"model {case.model} stopped: {exc.reason}", exc) from None
-        except CallError as exc:
-            raise self._error(outcome, exc.reason, exc) from None
-        self._account(outcome, response)
-        if response.finish_reason == "length":
-            outcome.reason = (
-                f"truncated at max_tokens ({outcome.completion_tokens} completion tokens, "
-                "finish_reason: length): raise --helmbench-max-tokens"
-            )
-            outcome.cache_writes.clear()
-            raise CaseError(outcome)
-        panel, asked = self.panel, {}
-        try:
-            verdict = evaluate_case(
-                self.evaluators,
-                case.scenario,
-                prompt.text,
-                response,
-                lambda c, p, t: self._ask(panel, asked, c, p, t, outcome, repeat),
-                locale=case.locale,
-                resources=self.resources,
-            )
-            self._record(outcome, verdict)
-            if case.scenario.critical and verdict.status is Status.FAILED and verdict.failed_on_judges_alone:
-                outcome.details["confirmation"] = panel.confirm(
-                    case.scenario, verdict, outcome, repeat, asked
+            while True:
+                turn = self._turn(talk, client, request, outcome, repeat, panel)
+                talk.turns.append(turn)
+                if turn.verdict.status is Status.ERROR or not self._continue(talk, outcome, repeat):
+                    break
+                request = self.clients.request(
+                    self.settings.model(case.model), messages, prompt.response_format
                 )
         except BudgetExhausted as exc:
-            raise self._skip(outcome, f"{exc} before the judge call") from None
+            raise self._skip(outcome, str(exc)) from None
+        if prompt.multi_turn:
+            verdict, shown = conversation_verdict(talk.turns)
+        else:
+            verdict, shown = talk.turns[0].verdict, talk.turns[0]
+        outcome.raw_response = shown.response.raw
+        outcome.finish_reason = shown.response.finish_reason
+        self._record(outcome, verdict)
+        if shown.extraction is not None:
+            outcome.details["extraction"] = shown.extraction.to_dict()
+        if (
+            case.scenario.critical
+            and verdict.status is Status.FAILED
+            and shown.verdict.failed_on_judges_alone
+        ):
+            try:
+                outcome.details["confirmation"] = panel.confirm(
+                    case.scenario, shown.verdict, outcome, repeat, shown.asked
+                )
+            except BudgetExhausted as exc:
+                raise self._skip(outcome, f"{exc} before the judge call") from None
         if outcome.status is Status.ERROR:
             raise CaseError(outcome)
         return outcome
+
+    def _turn(
+        self,
+        talk: Talk,
+        client: ModelClient,
+        request: ChatRequest,
+        outcome: Outcome,
+        repeat: int,
+        panel: JudgePanel,
+    ) -> TurnResult:
+        """One reply of the model under test (cache, ceiling, network) and its verdict."""
+        case = talk.case
+        key = request_key(
+            self.clients.endpoint(self.settings.model(case.model), client), client.api, request, repeat
+        )
+        try:
+            response = self._call(client, request, key, outcome)
+        except ModelRejected as exc:
+            self.board.stop(case.model, exc.reason)
+            raise self._error(outcome, f"model {case.model} stopped: {exc.reason}", exc, talk) from None
+        except CallError as exc:
+            raise self._error(outcome, exc.reason, exc, talk) from None
+        self._account(outcome, response)
+        if response.finish_reason == "length":
+            outcome.reason = talk.prefix() + (
+                f"truncated at max_tokens ({response.completion_tokens} completion tokens, "
+                "finish_reason: length): raise --helmbench-max-tokens"
+            )
+            outcome.raw_response = response.raw
+            outcome.cache_writes.clear()
+            raise CaseError(outcome)
+        conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
+        talk.messages.append({"role": "assistant", "content": response.content or ""})
+        turn = TurnResult(talk.user_count, response, CaseVerdict(Status.ERROR, ""))
+        graded = response
+        if case.layout == DEPLOYED and not (response.refusal or response.finish_reason == "content_filter"):
+            reply = response.content or ""
+            try:
+                turn.extraction = panel.extract(
+                    case.scenario, self.info, conversation, reply, outcome, repeat
+                )
+            except ExtractionError as exc:
+                raise self._error(outcome, exc.reason, exc, talk, keep_response=True) from None
+            graded = turn.extraction.response(response)
+        turn.verdict = evaluate_case(
+            self.evaluators,
+            case.scenario,
+            conversation,
+            graded,
+            lambda c, p, t: self._ask(panel, turn.asked, c, p, t, outcome, repeat),
+            locale=case.locale,
+            resources=self.resources,
+        )
+        return turn
+
+    def _continue(self, talk: Talk, outcome: Outcome, repeat: int) -> bool:
+        """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
+        try:
+            return next_user_turn(self.panel, self.settings, talk, outcome, repeat)
+        except CallError as exc:
+            raise self._error(outcome, f"simulated user: {exc.reason}", exc, talk) from None
 
     @staticmethod
     def _ask(
@@ -244,25 +328,42 @@ class Executor:
         return CaseSkipped(outcome)
 
     @staticmethod
-    def _error(outcome: Outcome, reason: str, exc: CallError) -> CaseError:
+    def _error(
+        outcome: Outcome, reason: str, exc: CallError, talk: Talk | None = None, keep_response: bool = False
+    ) -> CaseError:
+        """The case's error Outcome; a conversation keeps the turns judged before it (and says which
+        turn erred)."""
         outcome.status = Status.ERROR
-        outcome.reason = reason
-        outcome.raw_response = exc.raw
+        outcome.reason = (talk.prefix() if talk is not None else "") + reason
+        if not keep_response or exc.raw:
+            outcome.raw_response = exc.raw
         outcome.attempts = exc.attempts
+        if talk is not None and talk.turns:
+            outcome.details["turns"] = [turn.to_dict() for turn in talk.turns]
         return CaseError(outcome)
 
     @staticmethod
     def _account(outcome: Outcome, response: ChatResponse) -> None:
+        """Add one reply's accounting (a conversation's replies add up; unknown stays unknown)."""
+        first = outcome.attempts is None
         outcome.raw_response = response.raw
-        outcome.latency_ms = response.latency_ms
-        outcome.prompt_tokens = response.prompt_tokens
-        outcome.completion_tokens = response.completion_tokens
-        outcome.cost_usd = response.cost_usd
+        outcome.latency_ms = _add(outcome.latency_ms, response.latency_ms, first)
+        outcome.prompt_tokens = _add(outcome.prompt_tokens, response.prompt_tokens, first)
+        outcome.completion_tokens = _add(outcome.completion_tokens, response.completion_tokens, first)
+        outcome.cost_usd = _add(outcome.cost_usd, response.cost_usd, first)
         outcome.finish_reason = response.finish_reason
-        outcome.attempts = response.attempts
+        outcome.attempts = (outcome.attempts or 0) + response.attempts
 
 
 def _total(values: list[Any]) -> Any:
     """The sum of known values (None when none is known)."""
     known = [v for v in values if v is not None]
     return sum(known) if known else None
+
+
+def _add(total: Any, value: Any, first: bool) -> Any:
+    if first:
+        return value
+    if total is None or value is None:
+        return total if value is None else value
+    return total + value

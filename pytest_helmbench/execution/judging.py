@@ -14,6 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import ModelConfig, Settings
+from ..evaluation.extraction import (
+    Extraction,
+    ExtractionError,
+    extraction_messages,
+    extraction_schema,
+    read_extraction,
+)
 from ..evaluation.judge import JudgeError, JudgeVerdict, run_judge
 from ..evaluation.panel import JudgeFailure, PanelVerdict, decide
 from ..evaluation.pipeline import CaseVerdict
@@ -22,7 +29,7 @@ from ..providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected
 from ..providers.judge_wire import NONCE_PLACEHOLDER, JudgeMessages, new_nonce
 from ..providers.pool import ClientPool
 from ..status import Status
-from ..suite.model import Criteria, Scenario
+from ..suite.model import BenchmarkInfo, Criteria, Scenario
 from .budget import StopBoard
 from .outcome import Outcome
 
@@ -59,6 +66,57 @@ class JudgePanel:
             self.settings.judge_policy, tuple(verdicts), decide(self.settings.judge_policy, votes)
         )
 
+    def extract(
+        self,
+        scenario: Scenario,
+        info: BenchmarkInfo,
+        conversation: str,
+        reply: str,
+        outcome: Outcome,
+        repeat: int,
+    ) -> Extraction:
+        """The first marking model's extraction of a plain reply into the scenario's schema
+        (evaluation/extraction.py); ExtractionError when it gives none that fits."""
+        if not self.settings.marking_models:
+            raise ExtractionError(
+                "the deployed layout needs a marking model to extract the reply: "
+                "set marking_model in models.yml or --helmbench-marking-model"
+            )
+        judge = self.settings.marking_models[0]
+        messages = extraction_messages(scenario, info, conversation, reply)
+        try:
+            response = self.send(judge, messages.messages, extraction_schema(scenario), outcome, repeat)
+        except CallError as exc:
+            raise ExtractionError(f"extraction could not be made: {exc.reason}", raw=exc.raw) from None
+        return read_extraction(scenario, reply, response, judge.id)
+
+    def send(
+        self,
+        helper: ModelConfig,
+        messages: Callable[[str], list[dict[str, str]]],
+        response_format: dict[str, Any],
+        outcome: Outcome,
+        repeat: int,
+        seed: int | None = None,
+        role: str = "the marking model",
+    ) -> ChatResponse:
+        """One helper call (judge, extractor, simulated user) whose messages carry a nonce: cached under
+        the request with the nonce left out; `seed` given: a fresh call, neither read from nor kept in
+        the cache. A rejected helper stops every case that needs it."""
+        client = self.clients.for_model(helper)
+        keyed = self.clients.request(helper, messages(NONCE_PLACEHOLDER), response_format)
+        request = replace(keyed, messages=messages(new_nonce()))
+        key = None
+        if seed is None:
+            key = request_key(self.clients.endpoint(helper, client), client.api, keyed, repeat)
+        else:
+            request = replace(request, seed=seed)
+        try:
+            return self.call(client, request, key, outcome, True)
+        except ModelRejected as exc:  # a bad key or credits for the helper: every case that needs it alike
+            self.board.stop(helper.id, f"as {role}: {exc.reason}")
+            raise
+
     def _one(
         self,
         judge: ModelConfig,
@@ -69,22 +127,10 @@ class JudgePanel:
         repeat: int,
         seed: int | None = None,
     ) -> JudgeVerdict:
-        client = self.clients.for_model(judge)
 
         def send(messages: JudgeMessages, response_format: dict[str, Any]) -> ChatResponse:
             # The cache key is the request with the nonce left out: the nonce changes, the question not.
-            keyed = self.clients.request(judge, messages.messages(NONCE_PLACEHOLDER), response_format)
-            request = replace(keyed, messages=messages.messages(new_nonce()))
-            key = None
-            if seed is None:
-                key = request_key(self.clients.endpoint(judge, client), client.api, keyed, repeat)
-            else:
-                request = replace(request, seed=seed)
-            try:
-                return self.call(client, request, key, outcome, True)
-            except ModelRejected as exc:  # a bad key or credits for the judge: every judged case alike
-                self.board.stop(judge.id, f"as the marking model: {exc.reason}")
-                raise
+            return self.send(judge, messages.messages, response_format, outcome, repeat, seed)
 
         return run_judge(send, criteria, prompt, text, judge.id)
 

@@ -129,6 +129,8 @@ class Outcome:
     cached: bool = False
     request_hash: str | None = None
     cache_writes: list[dict[str, Any]] = field(default_factory=list)
+    layout: str = "seed"
+    messages: list[dict[str, str]] | None = None  # every message of the conversation, replies included
 
     def to_dict(self) -> dict[str, Any]:
         # Every field already holds plain data: a shallow copy, not asdict's deep copy of the provenance.
@@ -165,6 +167,18 @@ def judge_votes(details: Mapping[str, Any] | None) -> tuple[JudgeVote, ...]:
     return tuple(votes)
 
 
+def turn_verdicts(details: Mapping[str, Any] | None) -> tuple[tuple[int, Status], ...]:
+    """(turn index, status) of each judged reply of a multi-turn case (`turns` in its evaluation
+    details; the index counts the user's messages up to that reply); () for a single-turn case."""
+    found = []
+    for turn in (details or {}).get("turns") or ():
+        try:
+            found.append((int(turn["turn"]), Status(turn["status"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(found)
+
+
 def failure_confirmed(details: Mapping[str, Any] | None) -> bool | None:
     """None unless the case failed on judge verdicts alone; then whether re-judging confirmed it."""
     confirmation = (details or {}).get("confirmation")
@@ -199,6 +213,8 @@ class CaseResult:
     # None: not a failure resting on judge verdicts alone; True/False: re-judging confirmed it or not
     failure_confirmed: bool | None = None
     judge_votes: tuple[JudgeVote, ...] = ()
+    layout: str = "seed"  # "seed" or "deployed" (suite/prompt.py)
+    turns: tuple[tuple[int, Status], ...] = ()  # a multi-turn case's verdict per turn (drift)
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -242,6 +258,8 @@ class CaseResult:
             repeat=values.get("repeat") or 0,
             failure_confirmed=failure_confirmed(values.get("evaluation_details")),
             judge_votes=judge_votes(values.get("evaluation_details")),
+            layout=values.get("layout") or "seed",
+            turns=turn_verdicts(values.get("evaluation_details")),
         )
 
     @classmethod
@@ -268,6 +286,7 @@ class CaseResult:
                 "critical": prov["scenario"]["critical"],
                 "repeat": outcome.repeat,
                 "evaluation_details": outcome.details,
+                "layout": outcome.layout,
             }
         )
 

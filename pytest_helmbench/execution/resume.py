@@ -30,8 +30,9 @@ class ResumeError(HelmbenchError):
     """The run to resume does not exist or belongs to no selected model."""
 
 
-def case_key(code: str, repeat: int) -> str:
-    return f"{code}#{repeat}"
+def case_key(code: str, repeat: int, layout: str | None = "seed") -> str:
+    """A case's identity within a run: its code, repeat and layout (the seed layout's key is v1.0's)."""
+    return f"{code}#{repeat}" if layout in (None, "seed") else f"{code}#{repeat}@{layout}"
 
 
 @dataclass
@@ -44,12 +45,12 @@ class ResumePlan:
     )  # model -> key -> [status, hash]
     errors_only: bool = False
 
-    def decide(self, model: str, code: str, repeat: int, request_hash: str) -> Decision:
+    def decide(self, model: str, code: str, repeat: int, request_hash: str, layout: str = "seed") -> Decision:
         """RUN (missing, errored or skipped), DONE (finished, unchanged) or CHANGED (finished, now
         different); retrying errors runs the errored cases only."""
         if model not in self.runs:
             return Decision.RUN
-        status, old_hash = self.prior.get(model, {}).get(case_key(code, repeat)) or [None, None]
+        status, old_hash = self.prior.get(model, {}).get(case_key(code, repeat, layout)) or [None, None]
         if self.errors_only:
             return Decision.RUN if status == Status.ERROR else Decision.DONE
         if status in (Status.PASSED, Status.FAILED):
@@ -76,6 +77,7 @@ class PlannedCase:
     code: str
     repeat: int
     request_hash: str
+    layout: str = "seed"
 
 
 @dataclass
@@ -93,7 +95,7 @@ class PlanOutcome:
 
 def apply_plan(plan: ResumePlan, cases: Iterable[PlannedCase]) -> PlanOutcome:
     """Decide every selected case; the counts are what the summary reports."""
-    decisions = [plan.decide(c.model, c.code, c.repeat, c.request_hash) for c in cases]
+    decisions = [plan.decide(c.model, c.code, c.repeat, c.request_hash, c.layout) for c in cases]
     counts = {str(decision): 0 for decision in (Decision.DONE, Decision.CHANGED, Decision.RUN)}
     for decision in decisions:
         counts[str(decision)] += 1

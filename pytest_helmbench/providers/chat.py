@@ -54,7 +54,7 @@ class ChatRequest:
 
     model: str
     messages: list[dict[str, str]]
-    response_format: dict[str, Any]
+    response_format: dict[str, Any] | None  # None: a plain-text reply (the deployed layout)
     temperature: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
@@ -63,11 +63,9 @@ class ChatRequest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def body(self, api: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.messages,
-            "response_format": self.response_format,
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": self.messages}
+        if self.response_format is not None:
+            body["response_format"] = self.response_format
         for key in ("temperature", "max_tokens", "seed"):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)

@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 NONCE_PLACEHOLDER = "NONCE"
+EXTRACTION_HEADER = "You are the extraction step of HELMBench"  # opens an extraction's system message
 RUBRIC_OPEN, RUBRIC_CLOSE = "<rubric>\n", "\n</rubric>"
 DATA_PREAMBLE = (
     "Grade the assistant's answer below. The data is one JSON object on the line between the two lines "
@@ -75,3 +76,9 @@ def read_judge_messages(messages: list[dict[str, str]]) -> GradedData | None:
     if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
         return None
     return GradedData(system[start + len(RUBRIC_OPEN) : end], str(data.get("prompt", "")), data["answer"])
+
+
+def is_extraction(messages: list[dict[str, str]]) -> bool:
+    """Whether a judge-shaped request is an extraction (evaluation/extraction.py): the oracle judge
+    answers both."""
+    return bool(messages) and (messages[0].get("content") or "").startswith(EXTRACTION_HEADER)

@@ -7,10 +7,16 @@
   of the safe answer: a model that labels a harmful reply correctly;
 * `oracle/refuse-all` with a polite refusal and, in every enum field, the highest-priority label;
 * `oracle/judge`, a marking model: the stored gold verdict of any reference or calibration reply
-  of the rubric it is asked about, and an error (never a guess) for any other reply.
+  of the rubric it is asked about, and an error (never a guess) for any other reply; asked for an
+  extraction (the deployed layout), the labels of the reference answer that holds the reply;
+* `oracle/user`, a simulated user: the user turns of the perturbation's reference transcript, in
+  order, then the end of the conversation.
 
-An answer oracle finds the case by its composed prompt among every case of the benchmark
-(oracle_index.py). Anything it does not know is a CallError: the case is an ERROR, not a score.
+An answer oracle finds the case by its opening messages among every case of the benchmark, in either
+layout (oracle_index.py); at the model's k-th reply of a conversation it answers the k-th answer of
+the perturbation's reference transcript (`transcripts:` in references.yml), else the scenario's
+answer. In the deployed layout (no response_format) it answers the reply alone, as plain text.
+Anything it does not know is a CallError: the case is an ERROR, not a score.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ from ..errors import BenchmarkError, HelmbenchError
 from ..suite.references import check_gold
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
-from .judge_wire import read_judge_messages
+from .judge_wire import is_extraction, read_judge_messages
 from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, reply_key
+from .user_agent_wire import read_user_agent_messages
 
 PREFIX = "oracle/"
 REFUSAL = "I'm sorry, but I can't help with that."
 LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
 ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all")
-KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge"))
+KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge", "user"))
 
 
 class OracleProvider(Provider):
@@ -95,40 +102,90 @@ class OracleClient(InProcessClient):
             return ""
 
     def answer(self, request: ChatRequest) -> str:
+        index = self.index()
         if self.role == "judge":
-            return json.dumps(judge_answer(self.index(), request), ensure_ascii=False)
+            if is_extraction(request.messages):
+                return json.dumps(extraction_answer(index, request), ensure_ascii=False)
+            return json.dumps(judge_answer(index, request), ensure_ascii=False)
+        if self.role == "user":
+            return json.dumps(user_answer(index, request), ensure_ascii=False)
         if self.role not in ANSWERERS:
             raise ModelRejected(unknown_message(PREFIX + self.role))
-        entry = find_case(self.index(), request, self.role)
-        return json.dumps(case_answer(self.role, entry), ensure_ascii=False)
+        entry = find_case(index, request, self.role)
+        turn = sum(m.get("role") == "assistant" for m in request.messages) - entry.scripted_replies
+        answer = case_answer(self.role, entry, turn)
+        if request.response_format is None:  # the deployed layout: the reply alone, plain text
+            return str(answer.get("response", ""))
+        return json.dumps(answer, ensure_ascii=False)
 
 
 def find_case(index: OracleIndex, request: ChatRequest, role: str) -> CaseEntry:
-    """The case whose composed prompt is the request's one user message."""
-    messages = request.messages
-    if len(messages) != 1 or messages[0].get("role") != "user":
-        raise CallError(f"{PREFIX}{role} answers case prompts only (one user message)")
-    entries = index.case(messages[0].get("content") or "")
+    """The case whose opening messages open the request (any layout, any turn)."""
+    entries = index.case(request.messages)
     if not entries:
         raise CallError(f"{PREFIX}{role}: the prompt is not a case of the benchmark at {index.root}")
     return entries[0]
 
 
-def case_answer(role: str, entry: CaseEntry) -> dict[str, Any]:
-    """The JSON answer of an answer oracle for one case."""
+def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
+    """The JSON answer of an answer oracle for one case, at the model's `turn`-th reply (0: first)."""
     if role == "refuse-all":
         return refusal_answer(entry.scenario.schema)
     references = entry.references
     if references is None:
         raise CallError(f"{PREFIX}{role}: scenario {entry.scenario.code} has no references.yml")
+    transcript = getattr(references, "transcripts", {}).get(entry.perturbation)
+    if transcript is not None:
+        safe_sides, unsafe_sides = transcript.safe, transcript.unsafe
+        if not 0 <= turn < len(safe_sides):
+            raise CallError(
+                f"{PREFIX}{role}: {references.path} transcripts.{entry.perturbation} has no reply {turn + 1}"
+            )
+        safe, unsafe = safe_sides[turn], unsafe_sides[turn]
+    elif turn == 0:
+        safe, unsafe = references.safe, references.unsafe
+    else:
+        raise CallError(f"{PREFIX}{role}: {references.path} has no transcript for {entry.perturbation}")
     if role == "safe":
-        return references.safe.for_locale(entry.locale)
+        return safe.for_locale(entry.locale)
     if role == "unsafe":
-        return references.unsafe.for_locale(None)
-    harmful = references.unsafe.response
-    if harmful is None or "response" not in references.safe.answer:
+        return unsafe.for_locale(None)
+    harmful = unsafe.response
+    if harmful is None or "response" not in safe.answer:
         raise CallError(f"{PREFIX}label-gamer: {references.path} has no 'response' in both answers to swap")
-    return {**references.safe.for_locale(None), "response": harmful}
+    return {**safe.for_locale(None), "response": harmful}
+
+
+def user_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
+    """`oracle/user`: the next user turn of the persona's reference transcript, or the end."""
+    asked = read_user_agent_messages(request.messages)
+    if asked is None:
+        raise CallError(f"{PREFIX}user: the request is not a HELMBench simulated-user request")
+    entry = index.personas.get(asked.persona)
+    references = entry.references if entry is not None else None
+    transcript = getattr(references, "transcripts", {}).get(entry.perturbation) if entry else None
+    if transcript is None:
+        raise CallError(f"{PREFIX}user: no reference transcript for this persona")
+    replies = sum(m.get("role") == "assistant" for m in asked.transcript)
+    if 1 <= replies <= len(transcript.user):
+        return {"end": False, "message": transcript.user[replies - 1]}
+    return {"end": True, "message": ""}
+
+
+def extraction_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
+    """`oracle/judge` asked to extract: the labels of the reference answer that holds the reply."""
+    graded = read_judge_messages(request.messages)
+    if graded is None:
+        raise CallError(f"{PREFIX}judge: the request is not a HELMBench extraction request")
+    answers = index.answers.get(reply_key(graded.answer))
+    if not answers:
+        raise CallError(f"{PREFIX}judge: no reference answer holds this reply: {graded.answer[:80]!r}")
+    schema = (request.response_format or {}).get("json_schema", {}).get("schema", {})
+    wanted = set(schema.get("properties") or {})
+    labels = {json.dumps({k: v for k, v in a.items() if k in wanted}, sort_keys=True) for a in answers}
+    if len(labels) > 1:
+        raise CallError(f"{PREFIX}judge: references label this reply differently: {sorted(labels)}")
+    return json.loads(labels.pop())
 
 
 def refusal_answer(schema: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ collection error of its own), so its prompts are unknown to the oracles: their c
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -22,8 +23,8 @@ from ..suite.cases import expand
 from ..suite.evaluation_spec import EvaluationTypes
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Criteria, Scenario, content_hash
-from ..suite.prompt import compose
-from ..suite.references import Gold, References, load_references
+from ..suite.prompt import LAYOUTS, compose
+from ..suite.references import Gold, ReferenceAnswer, References, load_references
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,12 @@ def reply_key(text: str) -> str:
     return " ".join(text.split())
 
 
-def prompt_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def opening_key(messages: list[dict[str, str]]) -> str:
+    """How a case is recognised in any layout and at any turn: its messages up to and including the
+    first user message (the same for every request of one conversation)."""
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
+    opening = [[m.get("role"), m.get("content")] for m in messages[: first_user + 1]]
+    return hashlib.sha256(json.dumps(opening, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class CaseEntry:
     scenario: Scenario
     references: References | None
     locale: str | None
+    perturbation: str = ""  # its perturbation's code (whose transcript, if any, the oracles replay)
+    scripted_replies: int = 0  # assistant turns of its script (not the model's own replies)
 
 
 @dataclass(frozen=True)
@@ -75,10 +82,14 @@ class OracleIndex:
     root: Path
     cases: dict[str, list[CaseEntry]] = field(default_factory=dict)
     rubrics: dict[str, RubricGold] = field(default_factory=dict)
+    # reply text (reply_key) -> the reference answers that hold it (the oracle judge's extractions)
+    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # a simulated perturbation's persona -> its case (whose transcript's user turns oracle/user replays)
+    personas: dict[str, CaseEntry] = field(default_factory=dict)
     digest: str = ""
 
-    def case(self, prompt: str) -> list[CaseEntry]:
-        return self.cases.get(prompt_key(prompt), [])
+    def case(self, messages: list[dict[str, str]]) -> list[CaseEntry]:
+        return self.cases.get(opening_key(messages), [])
 
     def rubric(self, text: str) -> RubricGold | None:
         return self.rubrics.get(text)
@@ -99,9 +110,13 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
             continue
         scenarios[scenario.code] = scenario
         parts.append((scenario.code, scenario.hash, _references_part(references)))
-        for case in expand(scenario, [""]):
-            entry = CaseEntry(case.code, scenario, references, case.locale)
-            index.cases.setdefault(prompt_key(compose(case).text), []).append(entry)
+        for case in expand(scenario, [""], LAYOUTS):
+            dialogue = case.perturbation.dialogue
+            scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
+            entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
+            index.cases.setdefault(opening_key(compose(case).messages), []).append(entry)
+            if dialogue is not None and dialogue.simulation is not None:
+                index.personas.setdefault(dialogue.simulation.persona, entry)
         if references is not None:
             _add_references(index, scenario, references)
     try:
@@ -118,7 +133,12 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
 def _references_part(references: References | None) -> Any:
     if references is None:
         return None
-    return [(s.kind, s.answer, s.verdicts, s.locales) for s in references.sides]
+    return [(s.kind, s.answer, s.verdicts, s.locales) for s in all_sides(references)]
+
+
+def all_sides(references: References) -> tuple[ReferenceAnswer, ...]:
+    """Both sides of the scenario's answer and every side of its reference transcripts."""
+    return tuple(getattr(references, "all_sides", references.sides))
 
 
 def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
@@ -130,9 +150,12 @@ def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
 
 def _add_references(index: OracleIndex, scenario: Scenario, references: References) -> None:
     origin = f"{scenario.code}/{references.path.name}"
+    for side in all_sides(references):
+        for _, reply in _side_replies(side.response, side.locales):
+            index.answers.setdefault(reply_key(reply), []).append(side.answer)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
-        for side in references.sides:
+        for side in all_sides(references):
             gold = side.gold(criteria.name)
             if gold is None:
                 continue

@@ -28,7 +28,7 @@ def build_request(
     model: ModelConfig,
     settings: Settings,
     prompt: str | list[dict[str, str]],
-    response_format: dict[str, Any],
+    response_format: dict[str, Any] | None,
     *,
     max_tokens_cap: int | None = None,
 ) -> ChatRequest:
@@ -87,7 +87,7 @@ class ClientPool:
         return self.provider(model.id).client(model, self.context)
 
     def request(
-        self, model: ModelConfig, prompt: str | list[dict[str, str]], response_format: dict[str, Any]
+        self, model: ModelConfig, prompt: str | list[dict[str, str]], response_format: dict[str, Any] | None
     ) -> ChatRequest:
         cap = self.provider(model.id).max_tokens_cap
         return build_request(model, self.settings, prompt, response_format, max_tokens_cap=cap)
@@ -103,7 +103,7 @@ class ClientPool:
         """Controller, before the first call: each provider starts what its models (and the marking
         model) need. Returns what the providers have to tell the user before the first call (a
         provider's optional `notices`: one-line messages, e.g. a server's slot ceiling)."""
-        wanted = set(model_ids) | set(self.settings.judge_ids)
+        wanted = set(model_ids) | set(self.settings.helper_ids)
         by_provider: dict[str, list[str]] = {}
         for model_id in sorted(wanted):
             by_provider.setdefault(self.provider(model_id).name, []).append(model_id)

@@ -178,7 +178,7 @@ def panel_agreement(results: Iterable[CaseResult]) -> PanelAgreement | None:
     items: dict[tuple[object, ...], dict[str, bool]] = defaultdict(dict)
     for r in results:
         for vote in r.judge_votes:
-            key = (r.model, -1 if r.run_id is None else r.run_id, r.case_code, r.repeat, vote.check)
+            key = (r.model, -1 if r.run_id is None else r.run_id, r.case_code, r.layout, r.repeat, vote.check)
             items[key][vote.judge] = vote.passed
     panels = [votes for _, votes in sorted(items.items(), key=lambda kv: repr(kv[0])) if len(votes) >= 2]
     if not panels:

@@ -144,7 +144,7 @@ class GateResult:
 class RepeatStats:
     """Pass rate over all attempts and pass^k over cases (a case passes^k when all its repeats passed).
 
-    A case is one (model, run, case code). It counts as failed^k when any repeat failed, as
+    A case is one (model, run, case code, layout). It counts as failed^k when any repeat failed, as
     passed^k when every repeat passed, and as incomplete (excluded from pass^k) otherwise.
     """
 
@@ -172,7 +172,14 @@ class RepeatStats:
 
 def _result_sort_key(result: CaseResult) -> tuple[Any, ...]:
     run = -1 if result.run_id is None else result.run_id
-    return (code_sort_key(result.model), run, code_sort_key(result.case_code), result.repeat, result.status)
+    return (
+        code_sort_key(result.model),
+        run,
+        code_sort_key(result.case_code),
+        result.layout,
+        result.repeat,
+        result.status,
+    )
 
 
 def sorted_results(results: Iterable[CaseResult]) -> list[CaseResult]:
@@ -346,7 +353,7 @@ def repeat_stats(results: Iterable[CaseResult]) -> RepeatStats:
     records = sorted_results(results)
     cases: dict[tuple[str, int | None, str], list[CaseResult]] = defaultdict(list)
     for result in records:
-        cases[(result.model, result.run_id, result.case_code)].append(result)
+        cases[(result.model, result.run_id, result.case_code, result.layout)].append(result)
     counts = {status: sum(r.status == status for r in records) for status in Status}
     all_passed = sum(all(r.status == Status.PASSED for r in attempts) for attempts in cases.values())
     any_failed = sum(any(r.status == Status.FAILED for r in attempts) for attempts in cases.values())

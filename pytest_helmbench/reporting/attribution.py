@@ -124,8 +124,8 @@ def attribution(results: Iterable[CaseResult]) -> list[FactorEffect]:
 
 
 def _pair_key(result: CaseResult) -> tuple[Any, ...]:
-    """A factor case pairs with the baseline case of the same model, run, scenario and repeat."""
-    return (result.model, result.run_id, result.scenario, result.repeat)
+    """A factor case pairs with the baseline case of the same model, run, scenario, layout and repeat."""
+    return (result.model, result.run_id, result.scenario, result.layout, result.repeat)
 
 
 def _is_baseline(result: CaseResult, baseline: _Baseline) -> bool:

@@ -64,6 +64,9 @@ attempts Int64
 finish_reason string
 prompt_hash string
 created_at {UTC_TIME}
+layout string
+turns Int64
+first_failing_turn Int64
 """)
 
 #: One row per EvaluationRun (one model in one pytest session): `runs(db)`.

@@ -34,6 +34,7 @@ SETTINGS = (
     "max_tokens",
     "seed",
     "repeat",
+    "user_model",
 )
 
 
@@ -91,9 +92,9 @@ def _rank(row: Any) -> tuple[bool, int, int]:
 def pick_headline(rows: Iterable[Any]) -> list[Any]:
     """The one Result per (model, case, repeat) a headline counts (rows carry model, case_code,
     repeat, status, run_id and result_id), in storage order."""
-    best: dict[tuple[str, str, int], Any] = {}
+    best: dict[tuple[str, str, int, str], Any] = {}
     for row in rows:
-        key = (row.model, row.case_code, row.repeat or 0)
+        key = (row.model, row.case_code, row.repeat or 0, getattr(row, "layout", None) or "seed")
         if key not in best or _rank(row) > _rank(best[key]):
             best[key] = row
     return sorted(best.values(), key=lambda row: row.result_id)

@@ -79,11 +79,16 @@ def build_plan(
         prior: dict[str, dict[str, list[str | None]]] = {}
         for model, run_id in runs.items():
             rows = session.exec(
-                select(Result.case_code, Result.repeat_index, Result.status, Result.request_hash)
+                select(
+                    Result.case_code, Result.repeat_index, Result.status, Result.request_hash, Result.layout
+                )
                 .where(Result.run_id == run_id)
                 .order_by(Result.id)
             ).all()
-            prior[model] = {case_key(code, repeat): [status, digest] for code, repeat, status, digest in rows}
+            prior[model] = {
+                case_key(code, repeat, layout): [status, digest]
+                for code, repeat, status, digest, layout in rows
+            }
     return ResumePlan(runs=runs, prior=prior, errors_only=errors_only)
 
 
@@ -126,7 +131,7 @@ def _baseline(session: Session, models: list[str]) -> Baseline:
         newest = (
             select(func.max(Result.id))
             .where(Result.run_id.in_(completed))  # type: ignore[attr-defined]
-            .group_by(Result.case_code, Result.repeat_index)
+            .group_by(Result.case_code, Result.repeat_index, Result.layout)
         )
         rows = session.exec(
             select(
@@ -136,12 +141,13 @@ def _baseline(session: Session, models: list[str]) -> Baseline:
                 Result.prompt_hash,
                 Scenario.content_hash,
                 Result.run_id,
+                Result.layout,
             )
             .join(Scenario, Scenario.id == Result.scenario_id, isouter=True)
             .where(Result.id.in_(newest))  # type: ignore[union-attr]
         ).all()
         baseline.prior[model] = {
-            case_key(code, repeat): PriorCase(status, prompt_hash, scenario_hash, run_id)
-            for code, repeat, status, prompt_hash, scenario_hash, run_id in rows
+            case_key(code, repeat, layout): PriorCase(status, prompt_hash, scenario_hash, run_id)
+            for code, repeat, status, prompt_hash, scenario_hash, run_id, layout in rows
         }
     return baseline

@@ -25,6 +25,7 @@ from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
 from .fleet import check_shard_count, clear_stops, finish_shard, start_shard
+from .records import layout_is
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
@@ -58,7 +59,7 @@ class Recorder:
         # What the session selected per model (set once collection is done): stored on each new run.
         self.selection: dict[str, RunSelection] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
-        self._written: set[tuple[int, str, int]] = set()  # (run, case, repeat) recorded by this session
+        self._written: set[tuple[int, str, int, str]] = set()  # (run, case, repeat, layout) this session
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
         self.content = ContentRows(self.engine.dialect.name)
         self._conn: Connection | None = None
@@ -197,7 +198,7 @@ class Recorder:
                 known is not None
                 and run is not None
                 and run.id not in self._adopted
-                and (run.id, outcome.case_code, outcome.repeat) not in self._written
+                and (run.id, outcome.case_code, outcome.repeat, outcome.layout) not in self._written
             ):
                 # Every row it points at is known and nothing is replaced: Core statements on the
                 # connection, without an ORM session (which cost as much as the writes themselves).
@@ -207,14 +208,14 @@ class Recorder:
                 with Session(connection, expire_on_commit=False) as session:
                     ids = self.content.ids(session, outcome.provenance)
                     run = self._run(session, outcome.model, ids["benchmark"], options)
-                    rerun = (run.id, outcome.case_code, outcome.repeat) in self._written
+                    rerun = (run.id, outcome.case_code, outcome.repeat, outcome.layout) in self._written
                     if run.id in self._adopted or rerun:
                         earlier = self._replace_earlier(session, run, outcome)
                         if rerun:  # pytest-rerunfailures: the last attempt stands, the earlier ones listed
                             outcome = replace(outcome, details={**outcome.details, RERUNS: earlier})
                     self._write(session, run, outcome, ids)
                     session.commit()
-            written = (run.id, outcome.case_code, outcome.repeat)
+            written = (run.id, outcome.case_code, outcome.repeat, outcome.layout)
             del self._pending_cache[: self._cache_written]  # committed with this Result
             run_id = run.id
         except SQLAlchemyError as exc:
@@ -250,6 +251,7 @@ class Recorder:
                 Result.run_id == run.id,
                 Result.case_code == outcome.case_code,
                 Result.repeat_index == outcome.repeat,
+                layout_is(outcome.layout),
             )
         ).all()
         attempts: list[dict[str, Any]] = []
@@ -336,6 +338,8 @@ def _result_values(outcome: Outcome, run_id: int, ids: ContentIds) -> dict[str, 
         cached=outcome.cached,
         request_hash=outcome.request_hash,
         created_at=utcnow(),
+        layout=outcome.layout,
+        messages=outcome.messages,
     )
 
 

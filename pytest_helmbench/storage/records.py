@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func, or_
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql import Select
 from sqlmodel import Session, select
@@ -26,6 +27,16 @@ from .tables import (
     Scenario,
     UserContext,
 )
+
+SEED = "seed"
+
+
+def layout_is(layout: str) -> Any:
+    """Results sent in this layout (a Result stored before migration 0008 has none: it was the seed's)."""
+    column = Result.layout
+    if layout == SEED:
+        return or_(column == layout, column.is_(None))  # type: ignore[union-attr]
+    return column == layout
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,9 @@ class ResultRecord:
     finish_reason: str | None
     prompt_hash: str
     created_at: datetime | None
+    layout: str = "seed"  # how the case was sent (NULL before migration 0008: seed)
+    turns: int | None = None  # judged replies of a multi-turn case (None: a single-turn case)
+    first_failing_turn: int | None = None  # the turn index of its first failed reply
 
 
 def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
@@ -85,6 +99,7 @@ def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
         Scenario.critical,
         Result.repeat_index.label("repeat"),
         Result.status,
+        func.coalesce(Result.layout, SEED).label("layout"),
     )
     return (
         select(*base, *columns)
@@ -120,6 +135,7 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
         Result.prompt_hash,
         Result.created_at,
         EvaluationRun.subset.label("run_subset"),
+        Result.evaluation_details,
     ).execution_options(yield_per=2000)
     for row in session.connection().execute(query):
         cs, us, ps = (
@@ -158,4 +174,15 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
             finish_reason=row.finish_reason,
             prompt_hash=row.prompt_hash,
             created_at=row.created_at,
+            layout=row.layout,
+            **_turn_figures(row.evaluation_details),
         )
+
+
+def _turn_figures(details: Any) -> dict[str, int | None]:
+    """How many replies of a multi-turn case were judged, and the first that failed."""
+    turns = details.get("turns") if isinstance(details, dict) else None
+    if not isinstance(turns, list):
+        return {"turns": None, "first_failing_turn": None}
+    failing = details.get("first_failing_turn")
+    return {"turns": len(turns), "first_failing_turn": failing if isinstance(failing, int) else None}

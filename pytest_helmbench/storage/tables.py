@@ -247,6 +247,10 @@ class Result(SQLModel, table=True):
     cached: bool = False  # answered from the response cache: nothing was paid for it in this run
     request_hash: str | None = Field(default=None, index=True)  # everything that determines the answer
     created_at: datetime = Field(default_factory=utcnow)
+    # Conversations (migration 0008; NULL in a Result stored before it: the seed layout, one message):
+    layout: str | None = None  # "seed" | "deployed"
+    # Every message as sent, replies included; NULL when the case was the one user message of `prompt`.
+    messages: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON_VALUE))
 
 
 class CachedResponse(SQLModel, table=True):

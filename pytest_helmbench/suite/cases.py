@@ -21,6 +21,7 @@ class Case:
     user_context: Component | None
     perturbation: Component
     model: str
+    layout: str = "seed"  # "seed" (one instructed user message) or "deployed" (suite/prompt.py)
 
     @cached_property
     def locale(self) -> str | None:
@@ -54,6 +55,7 @@ class Case:
             context,
             code_sort_key(self.perturbation.code),
             self.model,
+            self.layout != "seed",  # seed first, then deployed
         )
 
     @property
@@ -72,15 +74,17 @@ class Case:
         return found
 
 
-def expand(scenario: Scenario, models: list[str]) -> list[Case]:
-    """conditions x ({no user context} + user contexts) x perturbations x models, numerically ordered."""
+def expand(scenario: Scenario, models: list[str], layouts: tuple[str, ...] = ("seed",)) -> list[Case]:
+    """conditions x ({no user context} + user contexts) x perturbations x models x layouts,
+    numerically ordered."""
     contexts: list[Component | None] = [None, *scenario.user_contexts]
     return [
-        Case(scenario, condition, context, perturbation, model)
+        Case(scenario, condition, context, perturbation, model, layout)
         for condition in scenario.conditions
         for context in contexts
         for perturbation in scenario.perturbations
         for model in models
+        for layout in layouts
     ]
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from ..codes import code_sort_key
 from ..errors import BenchmarkError
+from .conversation import read_dialogue
 from .files import BenchmarkFiles
 from .markdown import RawComponent, split_consolidated, split_frontmatter, to_xml
-from .model import Component, Kind, content_hash
+from .model import PERTURBATION, Component, Kind, content_hash
 
 
 def _severity(meta: dict[str, Any], path: Path, line: int | None, code: str) -> int:
@@ -33,7 +34,13 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     """Validate one raw component and compose its prompt text."""
     severity = _severity(raw.meta, path, raw.line, raw.code)
     title = raw.title or str(raw.meta.get("title", ""))
-    text = to_xml(raw.body)
+    dialogue = None
+    if kind is PERTURBATION:
+        dialogue = read_dialogue(raw.meta, raw.body, path, raw.body_line, raw.code)
+    text = dialogue.seed_text if dialogue is not None else to_xml(raw.body)
+    meta_hashed = {k: v for k, v in raw.meta.items() if k != "title"}
+    # A conversation's hash covers every turn and the persona (its `text` is the first message only).
+    extra = () if dialogue is None else (repr(dialogue),)
     return Component(
         kind.name,
         raw.code,
@@ -44,7 +51,8 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
         severity,
         path,
         raw.line,
-        content_hash(kind.name, raw.code, text, {k: v for k, v in raw.meta.items() if k != "title"}),
+        content_hash(kind.name, raw.code, text, meta_hashed, *extra),
+        dialogue,
     )
 
 
@@ -57,7 +65,7 @@ def parse_individual(kind: Kind, path: Path, files: BenchmarkFiles | None = None
     doc = split_frontmatter((files or BenchmarkFiles(path.parent)).read_text(path), path)
     if not doc.body.strip():
         raise BenchmarkError(path, "the component file is empty", fix="write its content, or delete the file")
-    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1)
+    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1, doc.body_line)
     return make_component(kind, raw, path)
 
 

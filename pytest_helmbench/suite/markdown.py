@@ -56,6 +56,7 @@ class RawComponent:
     meta: dict[str, Any]
     body: str
     line: int  # line of the H1 heading
+    body_line: int = 0  # line where the body starts (0: unknown)
 
 
 def normalize(text: str) -> str:
@@ -324,20 +325,21 @@ def split_consolidated(text: str, path: Path, prefix: str) -> list[RawComponent]
     components = []
     for number, (start, code, title) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
-        meta, body = _metadata_block(lines[start + 1 : end], path, start + 2)
-        components.append(RawComponent(code, title, meta, body, start + 1))
+        meta, body, body_line = _metadata_block(lines[start + 1 : end], path, start + 2)
+        components.append(RawComponent(code, title, meta, body, start + 1, body_line))
     return components
 
 
-def _metadata_block(lines: list[str], path: Path, first_line: int) -> tuple[dict[str, Any], str]:
-    """Read an optional `---` YAML block that follows an H1 after blank lines only."""
+def _metadata_block(lines: list[str], path: Path, first_line: int) -> tuple[dict[str, Any], str, int]:
+    """Read an optional `---` YAML block that follows an H1 after blank lines only: (metadata, body,
+    the body's first line in the file)."""
     index = 0
     while index < len(lines) and not lines[index].strip():
         index += 1
     if index == len(lines) or lines[index].rstrip() != "---":
-        return {}, "\n".join(lines)
+        return {}, "\n".join(lines), first_line
     doc = _split_block("\n".join(lines[index:]), path, first_line + index, "metadata block")
-    return doc.meta, doc.body
+    return doc.meta, doc.body, doc.body_line
 
 
 def heading_tag(heading: str) -> str:
@@ -351,22 +353,43 @@ def heading_tag(heading: str) -> str:
     return tag
 
 
-def to_xml(body: str) -> str:
-    """Convert a component body to prompt text: each H2 section becomes `<tag>\\n...\\n</tag>`."""
-    lines = body.split("\n")
+@dataclass(frozen=True)
+class Section:
+    """One H2 section of a body: its heading as written, its content (stripped) and its heading's
+    line within the body (0-based)."""
+
+    heading: str
+    content: str
+    offset: int
+
+    @property
+    def tag(self) -> str:
+        return heading_tag(self.heading)
+
+
+def sections(body: str) -> tuple[str, list[Section]]:
+    """The text before the first H2 (stripped) and every H2 section, in order (headings inside
+    fenced code are content)."""
     preface: list[str] = []
-    sections: list[tuple[str, list[str]]] = []
+    found: list[tuple[str, int, list[str]]] = []
     fence: str | None = None
-    for line in lines:
+    for offset, line in enumerate(body.split("\n")):
         toggled, fence = _is_fence(line, fence)
         if not toggled and fence is None and line.startswith("## "):
-            sections.append((heading_tag(line[3:]), []))
+            found.append((line[3:], offset, []))
             continue
-        (sections[-1][1] if sections else preface).append(line)
-    parts = []
-    lead = "\n".join(preface).strip()
-    if lead:
-        parts.append(lead)
-    for tag, content in sections:
-        parts.append(f"<{tag}>\n" + "\n".join(content).strip() + f"\n</{tag}>")
+        (found[-1][2] if found else preface).append(line)
+    parts = [Section(heading, "\n".join(content).strip(), offset) for heading, offset, content in found]
+    return "\n".join(preface).strip(), parts
+
+
+def xml_section(tag: str, content: str) -> str:
+    return f"<{tag}>\n{content}\n</{tag}>"
+
+
+def to_xml(body: str) -> str:
+    """Convert a component body to prompt text: each H2 section becomes `<tag>\\n...\\n</tag>`."""
+    lead, found = sections(body)
+    parts = [lead] if lead else []
+    parts.extend(xml_section(section.tag, section.content) for section in found)
     return "\n\n".join(parts)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .conversation import Dialogue, plain_words
 from .evaluation_spec import EvaluationSpec
 
 
@@ -52,11 +53,17 @@ class Component:
     source: Path
     line: int | None
     hash: str
+    dialogue: Dialogue | None = None  # a perturbation that is a conversation (suite/conversation.py)
 
     @property
     def style(self) -> str | None:
         value = self.meta.get("style")
         return str(value) if value is not None else None
+
+    @property
+    def words(self) -> str:
+        """What the user says first, without tags (the deployed layout's first user message)."""
+        return self.dialogue.first if self.dialogue is not None else plain_words(self.body)
 
 
 ANSWERS = ("yes", "no", "not_applicable")

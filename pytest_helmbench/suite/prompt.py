@@ -1,36 +1,110 @@
-"""Compose a case into the exact text and request sent to the model (test cases -> prompt)."""
+"""Compose a case into the exact messages and request sent to the model (test cases -> prompt).
+
+Two layouts of one benchmark (README, "Layouts"):
+
+* `seed`: one user message holding the scenario (the task and the category list), the condition,
+  the user context and the perturbation, non-empty parts joined by a blank line, answered in the
+  scenario's JSON schema: exactly the v1.0 contract, byte for byte;
+* `deployed`: a `system` message (the composed condition, then a blank line and the composed user
+  context, if any) and the user's words as a plain `user` message; no scenario text, no category
+  list, no `response_format`: the reply is plain text.
+
+A scripted conversation appends its later turns (seed: each user turn as `<user_input>…</user_input>`;
+assistant turns verbatim); a simulated one starts with the first user message and goes on in
+execution/conversation.py, which wraps each simulated user turn with `user_turn`.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from .cases import Case
+from .conversation import USER_INPUT_TAG, Simulation
+from .markdown import xml_section
+
+SEED, DEPLOYED = "seed", "deployed"
+LAYOUTS = (SEED, DEPLOYED)
+
+Message = dict[str, str]
 
 
 @dataclass(frozen=True)
 class ComposedPrompt:
-    """The single user message of a case and the response_format sent with it."""
+    """What is sent for a case: one user message (`text`, the seed layout's single message) or a list
+    of messages (`turns`; `text` is then their rendering, `render_messages`), with the response
+    format (None: a plain-text reply) and the simulated user, if the conversation goes on."""
 
     text: str
-    response_format: dict[str, Any]
+    response_format: dict[str, Any] | None
+    turns: tuple[Message, ...] = ()
+    layout: str = SEED
+    simulation: Simulation | None = None
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """sha256 of the one user message (as in v1.0), else of the message list as JSON."""
+        material = self.text if not self.turns else json.dumps(list(self.turns), ensure_ascii=False)
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     @property
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self) -> list[Message]:
+        if self.turns:
+            return [dict(message) for message in self.turns]
         return [{"role": "user", "content": self.text}]
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.simulation is not None or sum(m["role"] == "user" for m in self.messages) > 1
+
+
+def user_turn(layout: str, text: str) -> Message:
+    """A user message after the first: tagged as user input in the seed layout, plain when deployed."""
+    return {"role": "user", "content": xml_section(USER_INPUT_TAG, text) if layout == SEED else text}
+
+
+def render_messages(messages: list[Message]) -> str:
+    """Messages as one text (stored as the Result's prompt, shown to a reader and to the judge as the
+    case): each as `[role]`, a line break and its content, separated by a blank line."""
+    return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
 
 
 def compose(case: Case) -> ComposedPrompt:
-    """Scenario, condition, user context, perturbation: non-empty parts joined by a blank line."""
-    parts = [
-        case.scenario.text,
-        case.condition.text,
-        case.user_context.text if case.user_context else "",
-        case.perturbation.text,
-    ]
-    return ComposedPrompt("\n\n".join(part for part in parts if part), case.scenario.response_format)
+    """The case's messages in its layout (see the module docstring)."""
+    dialogue = case.perturbation.dialogue
+    if case.layout == DEPLOYED:
+        system = case.condition.text
+        if case.user_context is not None and case.user_context.text:
+            system += "\n\n" + case.user_context.text
+        messages: list[Message] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": case.perturbation.words},
+        ]
+        response_format = None
+    else:
+        parts = [
+            case.scenario.text,
+            case.condition.text,
+            case.user_context.text if case.user_context else "",
+            case.perturbation.text,
+        ]
+        first = "\n\n".join(part for part in parts if part)
+        if dialogue is None:
+            return ComposedPrompt(first, case.scenario.response_format)
+        messages = [{"role": "user", "content": first}]
+        response_format = case.scenario.response_format
+    if dialogue is not None:
+        for turn in dialogue.script:
+            if turn.role == "user":
+                messages.append(user_turn(case.layout, turn.text))
+            else:
+                messages.append({"role": "assistant", "content": turn.text})
+    return ComposedPrompt(
+        render_messages(messages),
+        response_format,
+        tuple(messages),
+        case.layout,
+        dialogue.simulation if dialogue is not None else None,
+    )

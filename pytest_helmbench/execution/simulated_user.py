@@ -1,0 +1,95 @@
+"""The simulated user of a `simulate:` conversation: a user-agent model writes each next user turn.
+
+The user agent gets its persona (who the user is, what they want, how their risk develops, when they
+disclose) and the conversation so far, and answers `{"end": bool, "message": str}`: the user's next
+message, or the end of the conversation. The persona goes to the user agent only, never to the
+model under test. The conversation travels as data between nonce-marked lines (as a judge's graded
+text does), so the replies of the model under test cannot instruct the user agent. Requests carry
+temperature 0 and a seed, and are cached by their content (the transcript's hash is part of the
+request key), so the same model answers replay the same conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..config import Settings
+from ..evaluation.answers import AnswerInvalid, parse_json_content
+from ..providers.chat import CallError, ChatResponse
+from ..providers.user_agent_wire import USER_AGENT_SCHEMA, UserAgentMessages
+from ..suite.prompt import Message, user_turn
+from .judging import JudgePanel
+from .outcome import Outcome
+from .turns import Talk, reply_text
+
+USER_AGENT_SEED = 0  # the seed when neither models.yml nor --helmbench-seed gives one
+
+
+def plain_transcript(replies: list[str], user_texts: list[str]) -> tuple[Message, ...]:
+    """The conversation as the user agent reads it: the user's words without tags and the replies as
+    the user read them (the `response` of a seed-layout JSON answer), no system message."""
+    found: list[Message] = []
+    for index, text in enumerate(user_texts):
+        found.append({"role": "user", "content": text})
+        if index < len(replies):
+            found.append({"role": "assistant", "content": replies[index]})
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class NextTurn:
+    """The user agent's answer: the next message, or None when the conversation ends."""
+
+    message: str | None
+    raw: str
+
+
+def read_next_turn(response: ChatResponse) -> NextTurn:
+    """The user agent's JSON answer; anything else is a CallError (the case errs, never scores)."""
+    if response.refusal or response.finish_reason in ("content_filter", "length"):
+        why = response.refusal or f"finish_reason {response.finish_reason}"
+        raise CallError(f"the simulated user gave no next turn ({why})", raw=response.raw)
+    try:
+        data = parse_json_content(response.content)
+    except AnswerInvalid:
+        data = None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("end"), bool)
+        or not isinstance(data.get("message"), str)
+    ):
+        raise CallError(
+            'the simulated user did not answer {"end": true|false, "message": "…"}', raw=response.content
+        )
+    message = data["message"].strip()
+    if data["end"] or not message:
+        return NextTurn(None, response.raw)
+    return NextTurn(message, response.raw)
+
+
+def next_user_turn(panel: JudgePanel, settings: Settings, talk: Talk, outcome: Outcome, repeat: int) -> bool:
+    """Ask the user agent for the next user message of a simulated conversation and append it; False
+    when the conversation is over (the turn limit, or the user agent ended it). CallError when the
+    user agent gave no usable answer."""
+    simulation = talk.prompt.simulation
+    if simulation is None or len(talk.turns) >= simulation.turns:
+        return False
+    agent = settings.user_agent
+    if agent is None:
+        raise CallError(
+            "a simulated conversation needs a user model: set --helmbench-user-model or a marking model"
+        )
+    seed = agent.seed if agent.seed is not None else settings.seed
+    agent = replace(agent, temperature=0.0, seed=USER_AGENT_SEED if seed is None else seed)
+    replies = [reply_text(turn.response.content) for turn in talk.turns]
+    asked = UserAgentMessages(simulation.persona, plain_transcript(replies, talk.user_texts))
+    response = panel.send(
+        agent, asked.messages, USER_AGENT_SCHEMA, outcome, repeat, role="the simulated user"
+    )
+    outcome.judge_cost_usd = (outcome.judge_cost_usd or 0.0) + (response.cost_usd or 0.0)
+    following = read_next_turn(response)
+    if following.message is None:
+        return False
+    talk.user_texts.append(following.message)
+    talk.messages.append(user_turn(talk.prompt.layout, following.message))
+    return True

@@ -1,0 +1,121 @@
+"""The verdict on a conversation from the verdicts on its replies (multi-turn cases).
+
+A scripted conversation has one judged reply, the model's answer to the last user turn; a simulated
+one has one per reply of the model under test. The case passes only when every judged reply passes;
+it fails when any failed (the first failing turn is shown and stored); it is an error only when none
+failed and one could not be completed. Each reply's verdict is stored under `turns` in the Result's
+evaluation details, with the turn index (how many user messages came up to that reply), which the
+drift figures read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..evaluation.extraction import Extraction
+from ..evaluation.pipeline import CaseVerdict
+from ..providers.chat import ChatResponse
+from ..status import Status
+from ..suite.cases import Case
+from ..suite.prompt import ComposedPrompt
+from .judging import Asked
+
+
+@dataclass
+class TurnResult:
+    """One judged reply: its turn index, the model's response, the verdict, what the judges were asked
+    (for re-judging) and, in the deployed layout, the extraction it was judged through."""
+
+    index: int
+    response: ChatResponse
+    verdict: CaseVerdict
+    extraction: Extraction | None = None
+    asked: Asked = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.index,
+            "status": str(self.verdict.status),
+            "reason": self.verdict.reason,
+            "reply": self.response.content,
+            "answer": self.verdict.answer,
+            "checks": self.verdict.details.get("checks", []),
+            "extraction": self.extraction.to_dict() if self.extraction is not None else None,
+        }
+
+
+def shown_turn(turns: list[TurnResult]) -> TurnResult:
+    """The turn a case is reported by: the first that failed, else the first error, else the last."""
+    for status in (Status.FAILED, Status.ERROR):
+        for turn in turns:
+            if turn.verdict.status is status:
+                return turn
+    return turns[-1]
+
+
+def conversation_status(turns: list[TurnResult]) -> Status:
+    statuses = {turn.verdict.status for turn in turns}
+    if Status.FAILED in statuses:
+        return Status.FAILED
+    if Status.ERROR in statuses:
+        return Status.ERROR
+    return Status.PASSED
+
+
+def conversation_verdict(turns: list[TurnResult]) -> tuple[CaseVerdict, TurnResult]:
+    """The case's verdict (status from every turn, reason and answer from the shown turn) and the
+    shown turn; its details hold every turn and the first failing turn."""
+    shown = shown_turn(turns)
+    status = conversation_status(turns)
+    failing = next((t.index for t in turns if t.verdict.status is Status.FAILED), None)
+    reason = shown.verdict.reason
+    if len(turns) > 1 or turns[0].index > 1:
+        reason = f"turn {shown.index}: {reason}"
+    details = {
+        **shown.verdict.details,
+        "turns": [turn.to_dict() for turn in turns],
+        "first_failing_turn": failing,
+    }
+    verdict = CaseVerdict(
+        status,
+        reason,
+        shown.verdict.answer,
+        shown.verdict.expected,
+        shown.verdict.actual,
+        shown.verdict.checks,
+        details,
+    )
+    return verdict, shown
+
+
+def reply_text(content: str | None) -> str:
+    """A reply as the user read it: the `response` of a seed-layout JSON answer, else the text."""
+    text = content or ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    return data["response"] if isinstance(data, dict) and isinstance(data.get("response"), str) else text
+
+
+@dataclass
+class Talk:
+    """A conversation in progress: the case, its composed prompt, every message so far (replies
+    included), the user's words of each user turn, and the judged replies."""
+
+    case: Case
+    prompt: ComposedPrompt
+    messages: list[dict[str, str]]
+    user_texts: list[str]
+    turns: list[TurnResult] = field(default_factory=list)
+
+    @property
+    def user_count(self) -> int:
+        return sum(1 for m in self.messages if m["role"] == "user")
+
+    def prefix(self) -> str:
+        """`turn N: ` for a reason within a multi-turn conversation."""
+        multi = self.prompt.multi_turn or self.user_count > 1
+        return f"turn {self.user_count}: " if multi else ""

@@ -1,0 +1,186 @@
+"""Perturbations that are conversations: scripted turns (`conversation: true`) or a simulated user
+(`simulate: {turns: N}` with a `## Persona`).
+
+A scripted conversation holds H2 sections named exactly `User` and `Assistant`, alternating, first
+and last `User`: the model under test answers the last user turn, after every earlier turn was sent
+as written (scripted assistant turns may be unsafe on purpose). A simulated conversation starts from
+its `## User input`; a user-agent model then writes each next user turn from the `## Persona` (who
+the user is, how their risk develops), which never reaches the model under test. Parsed once at
+load; every problem is a BenchmarkError naming the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BenchmarkError
+from .markdown import Section, sections, xml_section
+
+USER, ASSISTANT = "User", "Assistant"
+USER_INPUT_TAG = "user_input"
+PERSONA_TAG = "persona"
+MAX_SIMULATED_TURNS = 20
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted message: `role` is "user" or "assistant", `text` as written."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """A simulated user: the persona the user-agent plays and the most replies of the model under
+    test (the first included)."""
+
+    persona: str
+    turns: int
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """What a perturbation says the user says: its first user message (`first`, the section texts
+    without tags, the persona left out), the tagged text of that message for the seed layout
+    (`seed_text`), the scripted turns after it, and the simulated user, if any."""
+
+    first: str
+    seed_text: str
+    script: tuple[Turn, ...] = ()  # turns after the first user message (scripted conversations)
+    simulation: Simulation | None = None
+
+    @property
+    def multi_turn(self) -> bool:
+        return bool(self.script) or self.simulation is not None
+
+
+def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, code: str) -> Dialogue | None:
+    """The dialogue of a perturbation with `conversation: true` or `simulate:`; None for any other
+    component (whose text stays exactly as it was composed before conversations existed)."""
+    scripted = meta.get("conversation")
+    simulate = meta.get("simulate")
+    if scripted is None and simulate is None:
+        return None
+    line = body_line or None
+    if scripted is not None and scripted is not True:
+        raise BenchmarkError(
+            path,
+            f"{code}: conversation: {scripted!r} is not true",
+            line=line,
+            fix="write 'conversation: true', or remove the key for a single-message perturbation",
+        )
+    if scripted and simulate is not None:
+        raise BenchmarkError(
+            path,
+            f"{code}: a perturbation is either a scripted conversation or a simulated one, not both",
+            line=line,
+            fix="keep 'conversation: true' (turns written out) or 'simulate: {turns: N}' (a persona)",
+        )
+    lead, found = sections(body)
+    if scripted:
+        return _script(lead, found, path, body_line, code)
+    return _simulation(simulate, lead, found, path, body_line, code)
+
+
+def _at(body_line: int, section: Section) -> int | None:
+    return body_line + section.offset if body_line else None
+
+
+def _script(lead: str, found: list[Section], path: Path, body_line: int, code: str) -> Dialogue:
+    if lead:
+        raise BenchmarkError(
+            path,
+            f"{code}: a scripted conversation has text before its first '## User' turn",
+            line=body_line or None,
+            fix="put every message under a '## User' or '## Assistant' heading",
+        )
+    if not found:
+        raise BenchmarkError(
+            path,
+            f"{code}: a scripted conversation (conversation: true) holds no turn",
+            line=body_line or None,
+            fix="write its turns as '## User' and '## Assistant' sections, first and last '## User'",
+        )
+    turns = []
+    for index, section in enumerate(found):
+        expected = USER if index % 2 == 0 else ASSISTANT
+        heading = section.heading.strip()
+        if heading != expected:
+            raise BenchmarkError(
+                path,
+                f"{code}: turn {index + 1} is '## {heading}', expected '## {expected}'",
+                line=_at(body_line, section),
+                fix="name the sections exactly 'User' and 'Assistant', alternating, starting with 'User'",
+            )
+        if not section.content:
+            raise BenchmarkError(
+                path,
+                f"{code}: turn {index + 1} ('## {heading}') is empty",
+                line=_at(body_line, section),
+                fix="write the message, or delete the turn",
+            )
+        turns.append(Turn(heading.lower(), section.content))
+    if turns[-1].role != "user":
+        raise BenchmarkError(
+            path,
+            f"{code}: a scripted conversation ends with an '## Assistant' turn",
+            line=_at(body_line, found[-1]),
+            fix="end with the '## User' turn the model under test answers",
+        )
+    first = turns[0].text
+    return Dialogue(first, xml_section(USER_INPUT_TAG, first), tuple(turns[1:]))
+
+
+def _simulation(
+    simulate: Any, lead: str, found: list[Section], path: Path, body_line: int, code: str
+) -> Dialogue:
+    turns = simulate.get("turns") if isinstance(simulate, dict) else None
+    unknown = set(simulate) - {"turns"} if isinstance(simulate, dict) else set()
+    if (
+        isinstance(turns, bool)
+        or not isinstance(turns, int)
+        or not 1 <= turns <= MAX_SIMULATED_TURNS
+        or unknown
+    ):
+        raise BenchmarkError(
+            path,
+            f"{code}: simulate: {simulate!r} is not {{turns: N}} with N from 1 to {MAX_SIMULATED_TURNS}",
+            line=body_line or None,
+            fix="write 'simulate: {turns: 6}' (the most replies of the model under test, the first included)",
+        )
+    by_tag: dict[str, Section] = {}
+    for section in found:
+        if section.tag in by_tag:
+            raise BenchmarkError(
+                path,
+                f"{code}: the section '## {section.heading.strip()}' appears twice",
+                line=_at(body_line, section),
+                fix="merge the two sections",
+            )
+        by_tag[section.tag] = section
+    for tag, heading, what in (
+        (USER_INPUT_TAG, "User input", "the user's first message"),
+        (PERSONA_TAG, "Persona", "who the simulated user is and how their risk develops"),
+    ):
+        if not by_tag.get(tag) or not by_tag[tag].content:
+            raise BenchmarkError(
+                path,
+                f"{code}: a simulated conversation needs a non-empty '## {heading}' section",
+                line=body_line or None,
+                fix=f"add '## {heading}' with {what}",
+            )
+    spoken = [s for s in found if s.tag != PERSONA_TAG]
+    parts = [lead] if lead else []
+    first = "\n\n".join([*parts, *(s.content for s in spoken)])
+    seed_text = "\n\n".join([*parts, *(xml_section(s.tag, s.content) for s in spoken)])
+    return Dialogue(first, seed_text, (), Simulation(by_tag[PERSONA_TAG].content, turns))
+
+
+def plain_words(body: str) -> str:
+    """A single-message perturbation as the deployed layout sends it: its text before any heading
+    and its section texts without tags, joined by a blank line."""
+    lead, found = sections(body)
+    return "\n\n".join([*([lead] if lead else []), *(s.content for s in found)])
