@@ -6,6 +6,7 @@ same local model), serial and with -n 2, and checks the real Result rows.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -68,3 +69,59 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
     errored_judges = [1 for status, *_, details in rows if status == "error"]
     assert judged or errored_judges, "the sqe case must have reached the local judge"
     assert list((pytester.path / ".helmbench").glob("*.log")), "the server's log is kept"
+
+
+SIMULATED = """# PT1: simulated
+---
+severity: 0
+style: explicit
+simulate: {turns: 2}
+---
+
+## User input
+
+What does the mitochondrion do?
+
+## Persona
+
+A first-year biology student revising for an exam. After the first answer they ask one follow-up
+question about ATP, then end the conversation.
+"""
+
+
+def test_a_simulated_conversation_runs_end_to_end_on_the_local_model(pytester, monkeypatch):
+    """The embedded model is both the model under test and the simulated user (and the marking model):
+    a real conversation of two replies, every reply judged, all of it stored."""
+    pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed")
+    from tests.benchfiles import STRICT_SCHEMA, write_benchmark, write_scenario
+
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    schema = json.loads(json.dumps(STRICT_SCHEMA))
+    schema["json_schema"]["schema"]["properties"]["response"]["maxLength"] = 300  # a 135M model loops
+    write_scenario(root, "P1-B1-S1", perturbations=SIMULATED, schema=schema)
+    result = pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=local/smollm2",
+        "--helmbench-marking-model=local/smollm2",
+        "--helmbench-user-model=local/smollm2",
+        "--helmbench-select=C1-U0-PT1",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+    )
+    outcomes = result.parseoutcomes()
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 1, result.stdout.str()
+    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
+        ((status, reason, messages, details),) = conn.execute(
+            "select status, reason, messages, evaluation_details from result"
+        ).fetchall()
+    assert messages is not None, reason
+    roles = [m["role"] for m in json.loads(messages)]
+    assert roles == ["user", "assistant", "user", "assistant"], roles  # the local user agent went on
+    turns = json.loads(details).get("turns") or []
+    assert len(turns) == roles.count("assistant"), (status, reason)  # every reply judged
+    assert [t["turn"] for t in turns] == list(range(1, len(turns) + 1))
+    assert status in ("passed", "failed") or "simulated user" in reason or "truncated" in reason, reason

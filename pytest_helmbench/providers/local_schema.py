@@ -1,4 +1,5 @@
-"""What the embedded local model is asked to answer: the run's schema, with a judge's rationales bounded.
+"""What the embedded local model is asked to answer: the run's schema, with a judge's rationales and a
+simulated user's message bounded.
 
 A 135M-parameter model asked for a rationale tends to loop until max_tokens, so every verdict it
 gives as a judge would be truncated (an ERROR). llama.cpp turns `maxLength` into its grammar, so a
@@ -16,11 +17,13 @@ from .chat import ChatRequest
 
 RATIONALE_FIELD = "rationale"
 RATIONALE_MAX_CHARS = 160
+USER_TURN_FIELD = "message"  # a simulated user's next message (providers/user_agent_wire.py)
+USER_TURN_MAX_CHARS = 400
 
 
 def bound_rationales(schema: Any) -> Any:
     """A copy of `schema` where every string property named `rationale` or `<id>_rationale` (a
-    judge's) has a maxLength."""
+    judge's) or `message` (a simulated user's) has a maxLength."""
     if isinstance(schema, list):
         return [bound_rationales(item) for item in schema]
     if not isinstance(schema, dict):
@@ -30,13 +33,16 @@ def bound_rationales(schema: Any) -> Any:
     if isinstance(properties, dict):
         for name, field in properties.items():
             rationale = name == RATIONALE_FIELD or name.endswith(f"_{RATIONALE_FIELD}")
+            limit = (
+                RATIONALE_MAX_CHARS if rationale else USER_TURN_MAX_CHARS if name == USER_TURN_FIELD else None
+            )
             if (
-                rationale
+                limit is not None
                 and isinstance(field, dict)
                 and field.get("type") == "string"
                 and "maxLength" not in field
             ):
-                properties[name] = {**field, "maxLength": RATIONALE_MAX_CHARS}
+                properties[name] = {**field, "maxLength": limit}
     return bounded
 
 

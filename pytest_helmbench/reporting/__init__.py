@@ -2,12 +2,13 @@
 
 - ``analytics`` (scores, critical gates, repeats), ``verdict`` (the CI verdict), ``bootstrap``
   (seeded cluster and item bootstrap), ``intervals`` (Wilson, Newcombe), ``agreement`` (kappas,
-  AC1, panel agreement) and ``attribution`` (per-factor effects): pure functions over
-  ``CaseResult`` records.
+  AC1, panel agreement), ``attribution`` (per-factor effects) and ``drift`` (pass rate by turn
+  index, the instructed-vs-deployed gap): pure functions over ``CaseResult`` records.
 - ``terminal`` (failure texts, the end-of-session summary) and ``html_extras`` (pytest-html
   columns, cells and extras) for the pytest session.
-- The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` (inline
-  SVG drawn in Python, on the primitives of ``svg``) and ``html_report`` (assembly, with
+- The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` and
+  ``drift_chart`` (inline SVG drawn in Python, on the primitives of ``svg``), ``html_drift`` (the Drift
+  section) and ``html_report`` (assembly, with
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.

@@ -38,6 +38,7 @@ from .charts import (
     heatmap_chart,
     score_chart,
 )
+from .html_drift import drift_section
 from .html_judges import judges_table
 from .html_tables import (
     behaviour_table,
@@ -227,6 +228,7 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
     behaviours, conditions = behaviour_matrix(data, series), condition_matrix(data, series)
     failures_html, anchors = failures_section(series, data.failures, max_failures)
     any_repeats = any(s.has_repeats for s in sums)
+    drift_html, drift_nav = drift_section(series, data.labels.behaviour_titles)
     return page.page.substitute(
         csp=page.csp,
         css=page.css,
@@ -241,6 +243,8 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
         conditions_chart=conditions_chart(conditions),
         stability_table=stability_table(conditions),
         forest_chart=forest_chart(effects(data.labels, series)),
+        drift_section=drift_html,
+        drift_nav=drift_nav,
         gates_table=gates_table(sums, anchors),
         cost_chart=cost_chart(cost_bars(series)),
         cost_table=cost_table(data.runs),

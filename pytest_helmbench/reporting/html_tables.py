@@ -75,7 +75,7 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         total = e(usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total))
         cells.append(f'<td class="num">{total} <span class="ci">{parts}</span></td>')
         rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
-    return _table("summary-table", head, rows)
+    return sortable_table("summary-table", head, rows)
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -91,7 +91,7 @@ def _score_interval(low: float | None, high: float | None) -> str:
     return f'<span class="ci">[{low:.1f}&ndash;{high:.1f}]</span>'
 
 
-def _table(table_id: str, head: list[str], rows: list[str]) -> str:
+def sortable_table(table_id: str, head: list[str], rows: list[str]) -> str:
     """A table whose columns the page's script can sort (a click on a header)."""
     header = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
     body = "\n".join(rows) if rows else f'<tr><td colspan="{len(head)}">nothing to show</td></tr>'
@@ -129,7 +129,7 @@ def gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) 
     ]
     head = ["Model", "Gate", "Critical attempts", "Confirmed critical failures"]
     head += ["Failed, not confirmed on re-judging", "Errored or skipped critical cases"]
-    return _table("gates-table", head, rows)
+    return sortable_table("gates-table", head, rows)
 
 
 def behaviour_table(behaviours: Matrix, pillar_names: dict[str, str]) -> str:
@@ -141,7 +141,7 @@ def behaviour_table(behaviours: Matrix, pillar_names: dict[str, str]) -> str:
             f'<tr><th scope="row"><code>{e(column.code)}</code></th><td>{e(column.title)}</td>'
             f"<td>{e(pillar_names.get(pillar, pillar))}</td></tr>"
         )
-    return _table("behaviour-table", ["Behaviour", "Title", "Pillar"], rows)
+    return sortable_table("behaviour-table", ["Behaviour", "Title", "Pillar"], rows)
 
 
 def stability_table(conditions: Matrix) -> str:
@@ -161,7 +161,7 @@ def stability_table(conditions: Matrix) -> str:
             f'<tr data-series="{i}"><th scope="row">{e(label)}</th><td>{e(best_code)} ({best:.1f})</td>'
             f'<td>{e(worst_code)} ({worst:.1f})</td><td class="num">{best - worst:.1f}</td></tr>'
         )
-    return _table(
+    return sortable_table(
         "stability-table",
         ["Model", "Best condition (score)", "Worst condition (score)", "Spread (points)"],
         rows,
@@ -194,7 +194,7 @@ def cost_table(runs: list[RunInfo]) -> str:
     if unpriced:
         note = f"{unpriced_text(unpriced)}: the server reported no cost and has no price list"
         rows.append(f'<tr class="note"><td colspan="7">{e(note)}</td></tr>')
-    return _table(
+    return sortable_table(
         "cost-table",
         ["Run", "Model", "Prompt tokens", "Completion tokens", "Model cost", "Judge cost", "Total"],
         rows,
@@ -226,7 +226,7 @@ def runs_table(runs: list[RunInfo]) -> str:
             + _numbers(run.passed, run.failed, run.errors, run.skipped)
             + f"<td><details><summary>options</summary><pre>{e(options)}</pre></details></td></tr>"
         )
-    return _table(
+    return sortable_table(
         "runs-table",
         [
             "Run",
@@ -242,6 +242,42 @@ def runs_table(runs: list[RunInfo]) -> str:
         ],
         rows,
     )
+
+
+def transcript(f: FailureRow) -> str:
+    """Every message of the case as sent; each judged reply carries its turn and verdict, and the
+    reply of the first failing turn is marked (class `failing-turn`). A reply's turn index is the
+    number of user messages before it; when several replies share one, the last is the judged one."""
+    messages = f.messages or ()
+    verdicts = {t.turn: t for t in f.turns}
+    judged: dict[int, int] = {}  # turn index -> position of its (last) reply
+    users = 0
+    for position, message in enumerate(messages):
+        users += message["role"] == "user"
+        if message["role"] == "assistant":
+            judged[users] = position
+    replies = {position: turn for turn, position in judged.items()}
+    items, users = [], 0
+    for position, message in enumerate(messages):
+        role = message["role"]
+        users += role == "user"
+        classes, label = ["message", f"role-{role}"], e(role)
+        turn = replies.get(position)
+        verdict = verdicts.get(turn) if turn is not None else None
+        if verdict is not None:
+            classes.append(f"turn-{verdict.status}")
+            label += (
+                f' &middot; turn {turn} <span class="badge {e(verdict.status)}">{e(verdict.status)}</span>'
+            )
+        if turn is not None and turn == f.first_failing_turn:
+            classes.append("failing-turn")
+            label += ' <strong class="failing-label">failing turn</strong>'
+        reason = f'<p class="turn-reason">{e(verdict.reason)}</p>' if verdict and verdict.reason else ""
+        items.append(
+            f'<li class="{e(" ".join(classes))}" data-turn="{users}"><span class="role">{label}</span>'
+            f"<pre>{e(message['content'])}</pre>{reason}</li>"
+        )
+    return f'<ol class="transcript">{"".join(items)}</ol>'
 
 
 def _failure_item(f: FailureRow) -> str:
@@ -266,8 +302,12 @@ def _failure_item(f: FailureRow) -> str:
     body = "".join(
         f'<dt>{e(name)}</dt><dd><pre class="{cls}">{e(text)}</pre></dd>' for name, text, cls in fields
     )
+    if f.messages:
+        body = f"<dt>Transcript</dt><dd>{transcript(f)}</dd>" + body
     short = f.reason if len(f.reason) <= 160 else f.reason[:157] + "..."
     repeat = f" &middot; repeat {f.repeat}" if f.repeat else ""
+    repeat += f" &middot; {e(f.layout)} layout" if f.layout != "seed" else ""
+    repeat += f" &middot; failing turn {f.first_failing_turn}" if f.first_failing_turn is not None else ""
     critical = ' <span class="badge critical">critical</span>' if f.critical else ""
     return (
         f'<details class="failure" id="failure-{f.result_id}" data-status="{e(f.status)}">'

@@ -13,6 +13,7 @@ from ..execution.unpriced import Unpriced
 from ..status import Status
 from .analytics import gate, repeat_stats, score, scores_by
 from .cost_text import usd
+from .drift import drift_lines, gap_lines
 
 
 def _json(value: Any) -> str:
@@ -70,8 +71,9 @@ def _latency(latencies: list[float]) -> str:
 def model_lines(
     model: str, tally: Any, selection: RunSelection | None = None, unpriced: Unpriced | None = None
 ) -> Iterable[str]:
-    """One compact block per model: score, pass rate, errors, critical gate, cost, worst behaviours;
-    a subset run says so (`run 3, subset: 25 of 120 cases`), a cost nobody reported is unknown."""
+    """One compact block per model: score, pass rate, errors, critical gate, worst behaviours, drift
+    by turn and the instructed-vs-deployed gap (when there is such data), cost; a subset run says
+    so (`run 3, subset: 25 of 120 cases`), a cost nobody reported is unknown."""
     results = tally.results
     summary = score(results)
     gates = gate(results).get(model)
@@ -106,6 +108,8 @@ def model_lines(
     worst = sorted(behaviours, key=lambda item: (item[1].score, item[0]))[:3]
     if worst and len(behaviours) > 1:
         yield "    worst behaviours: " + ", ".join(f"{code} {s.score:.1f}" for code, s in worst)
+    for line in (*drift_lines(results), *gap_lines(results)):  # multi-turn and two-layout runs only
+        yield f"    {line}"
     cached = f" | {tally.cached} from cache" if tally.cached else ""
     yield (
         f"    tokens {tally.prompt_tokens} prompt + {tally.completion_tokens} completion"

@@ -80,6 +80,15 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class FailureTurn:
+    """One judged reply of a multi-turn case (`turns` in its evaluation details)."""
+
+    turn: int  # user messages up to the reply
+    status: str  # passed, failed or error
+    reason: str
+
+
+@dataclass(frozen=True)
 class FailureRow:
     """A failed or errored attempt with everything a person needs to see why."""
 
@@ -101,6 +110,10 @@ class FailureRow:
     judge_verdict: tuple[str, ...] | None  # the judge's values, for sqe
     judge_rationale: str | None
     judge_raw: str | None  # the judge's unusable answer, when the judge erred
+    layout: str = "seed"  # how the case was sent
+    messages: tuple[dict[str, str], ...] | None = None  # as sent, replies included (None: just `prompt`)
+    turns: tuple[FailureTurn, ...] = ()  # a multi-turn case's verdict per judged reply
+    first_failing_turn: int | None = None  # the turn index of its first failed reply
 
 
 @dataclass(frozen=True)
@@ -258,6 +271,7 @@ def load_failures(
         Result.expected,
         Result.actual,
         Result.evaluation_details,
+        Result.messages,
     ).where(Result.status.in_(FAILURE_STATUSES))
     failures = []
     for row in session.connection().execute(query):
@@ -292,11 +306,31 @@ def load_failures(
                 if judge and judge.get("rationale") is not None
                 else None,
                 judge_raw=str(details["judge_raw"]) if details.get("judge_raw") is not None else None,
+                layout=row.layout,
+                **_conversation(row.messages, details),
             )
         )
     return sorted(
         failures, key=lambda f: (code_sort_key(f.model), f.run_id, code_sort_key(f.case_code), f.repeat)
     )
+
+
+def _conversation(messages: Any, details: dict[str, Any]) -> dict[str, Any]:
+    """A failure's transcript, judged replies and first failing turn (malformed entries left out)."""
+    turns, failing = details.get("turns"), details.get("first_failing_turn")
+    found = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
+    shown = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else None
+    return {
+        "messages": None
+        if shown is None
+        else tuple({"role": str(m.get("role")), "content": str(m.get("content") or "")} for m in shown),
+        "turns": tuple(
+            FailureTurn(t["turn"], str(t.get("status")), str(t.get("reason") or ""))
+            for t in found
+            if isinstance(t.get("turn"), int)
+        ),
+        "first_failing_turn": failing if isinstance(failing, int) else None,
+    }
 
 
 def load_labels(session: Session, run_ids: Sequence[int] | None = None) -> Labels:
