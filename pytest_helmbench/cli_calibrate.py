@@ -90,15 +90,21 @@ def _read_labels(path: Path) -> list[tuple[str, str, bool]]:
     return found
 
 
-def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader]:
+def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
+    """The scenarios, the calibration items, the loader, and each scenario's references.yml."""
+    from .suite.references import load_references
+
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
-    scenarios = {}
+    scenarios, references = {}, {}
     for folder in loader.scenario_dirs():
         scenario = loader.load_scenario(folder)
         scenarios[scenario.code] = scenario
+        found = load_references(folder, loader.files)
+        if found is not None:
+            references[scenario.code] = found
     calibration = load_calibration(root, loader.files)
     check_calibration(calibration, scenarios)
-    return scenarios, list(calibration.items), loader
+    return scenarios, list(calibration.items), loader, references
 
 
 def calibrate(
@@ -119,17 +125,23 @@ def calibrate(
 ) -> None:
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
     from .execution.budget import StopBoard
-    from .execution.calibrate import gold_passes, rate_items, stratified
+    from .execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
     from .providers.pool import ClientPool
     from .providers.progress import showing, stream_progress
-    from .reporting.calibration_figures import Rating, calibration_figures, calibration_line, human_figures
+    from .reporting.calibration_figures import (
+        Rating,
+        calibration_figures,
+        calibration_line,
+        extraction_figures,
+        human_figures,
+    )
     from .storage.calibration_store import CalibrationRecord, save_calibration
     from .storage.engine import make_engine, safe_url, upgrade
 
     root = root or find_project().root
     db_url = db or default_db()
     try:
-        scenarios, items, loader = _load(root)
+        scenarios, items, loader, references = _load(root)
         if not items:
             fail(f"{root / 'calibration'}: no calibration items (see README, Calibration)")
         settings = _settings(root, marking_model, base_url, api, concurrency, db_url)
@@ -160,6 +172,10 @@ def calibrate(
                     fail(f"{judge.id} gave no verdict on any of {len(rated)} items ({first}); nothing stored")
                 if human is not None:
                     figures["human"] = human_figures(human, {r.item.id: r.judge_passed for r in rated})
+                replies = extraction_items(scenarios, references, limit)
+                if replies:  # the deployed layout's extraction, on every reference reply
+                    extracted = extract_items(settings, clients, board, replies, loader.info(), judge)
+                    figures["extraction"] = extraction_figures(extracted)
                 labellers = sorted({i.labeller for i in chosen})
                 record = CalibrationRecord(
                     judge=judge.id,
@@ -185,7 +201,7 @@ def calibrate(
 
 
 def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where: str, line: Any) -> None:
-    from .reporting.calibration_figures import figure_text
+    from .reporting.calibration_figures import extraction_line, figure_text
 
     typer.echo(line(judge, figures, labeller))
     overall = figures["overall"]
@@ -209,6 +225,8 @@ def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where
             f"{'n/a' if fleiss is None else f'{fleiss:.2f}'}; "
             f"judge vs rater majority κ {figure_text(human['judge_rater']['kappa'])}"
         )
+    if "extraction" in figures:
+        typer.echo(f"    {extraction_line(figures['extraction'])}")
     typer.echo(f"calibration {saved} stored in {where}")
 
 

@@ -424,6 +424,14 @@ def test_calibrate_oracle_judge_on_the_shipped_benchmark_stores_perfect_figures(
     for name in ("kappa", "ac1", "sensitivity", "specificity"):
         assert overall[name] == {"value": 1.0, "low": 1.0, "high": 1.0}
     assert len(row.figures["rubrics"]) == len(row.rubric_hashes)
+    # the deployed layout's extraction, on 40 reference replies: the oracle gives every reference's labels
+    extraction = row.figures["extraction"]
+    assert (extraction["n"], extraction["n_errors"]) == (40, 0)
+    assert extraction["fields"]["category"]["agreement"] == 1.0
+    assert all(field["agreement"] == 1.0 for field in extraction["fields"].values())
+    (line,) = [line for line in result.stdout.splitlines() if "extraction (deployed layout)" in line]
+    assert line.startswith("    extraction (deployed layout): category 100% agree, κ 1.00")
+    assert line.endswith(" on 40 reference replies")
 
 
 def test_calibrate_a_scripted_judge_on_the_loopback_server(small_bench, helm_env, tmp_path):

@@ -3,6 +3,8 @@
 Each item's case prompt is composed from the benchmark as a run would compose it, and the judge gets
 the same hardened request (rubric in the system message, the reply as nonce-delimited data). Calls go
 out `concurrency` at a time; a call that fails is recorded as no verdict (never as a disagreement).
+The extraction of the deployed layout is measured too: every reference reply (references.yml), as
+plain text, against the labels of its reference answer.
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ..config import ModelConfig, Settings
+from ..evaluation.extraction import RESPONSE_FIELD
 from ..evaluation.judge import JudgeVerdict
 from ..providers.base import ModelClient
-from ..providers.chat import ChatRequest, ChatResponse
+from ..providers.chat import CallError, ChatRequest, ChatResponse
 from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.calibration import CalibrationItem
 from ..suite.cases import Case, expand
-from ..suite.model import Criteria, Scenario
-from ..suite.prompt import compose
-from ..suite.references import gold_values
+from ..suite.model import BenchmarkInfo, Criteria, Scenario
+from ..suite.prompt import DEPLOYED, compose, render_messages
+from ..suite.references import References, gold_values
 from .budget import StopBoard
 from .judging import JudgePanel
 from .outcome import Outcome
@@ -121,3 +124,65 @@ def _case(scenario: Scenario, code: str) -> Case:
         if case.code == code:
             return case
     raise KeyError(code)  # check_calibration has already ruled this out
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """One reference reply put to the extractor: its gold labels (the reference answer without its
+    `response`) and what the extractor decided (None: no extraction; `error` says why)."""
+
+    scenario: str
+    origin: str
+    gold: dict[str, object]
+    found: dict[str, object] | None
+    error: str | None = None
+
+
+def extraction_items(
+    scenarios: Mapping[str, Scenario], references: Mapping[str, References], limit: int | None = None
+) -> list[tuple[Scenario, str, str, dict[str, object]]]:
+    """(scenario, origin, reply, gold labels) for every reference reply (both sides, their locale
+    replies and every transcript side), at most `limit` of them spread over the scenarios."""
+    found = []
+    for code in sorted(references):
+        scenario, refs = scenarios.get(code), references[code]
+        if scenario is None:
+            continue
+        sides = tuple(getattr(refs, "all_sides", refs.sides))
+        for number, side in enumerate(sides):
+            gold = {k: v for k, v in side.answer.items() if k != RESPONSE_FIELD}
+            replies = [("", side.response)] + [(f" {loc}", r) for loc, r in sorted(side.locales.items())]
+            for label, reply in replies:
+                if reply is not None and gold:
+                    found.append((scenario, f"{code} {side.kind}#{number}{label}", reply, gold))
+    if limit is not None and limit < len(found):
+        found = sorted(found, key=lambda f: _digest(f[1]))[:limit]
+    return found
+
+
+def extract_items(
+    settings: Settings,
+    clients: ClientPool,
+    board: StopBoard,
+    items: Sequence[tuple[Scenario, str, str, dict[str, object]]],
+    info: BenchmarkInfo,
+    judge: ModelConfig,
+) -> list[Extracted]:
+    """Put every reference reply to `judge` as a deployed-layout extraction, as a run would (the
+    conversation is the scenario's first case, deployed); a failed extraction is no extraction,
+    never a disagreement."""
+    alone = replace(settings, marking_model=judge, marking_models=(judge,))
+    panel = JudgePanel(alone, clients, board, _plain_call)
+
+    def extract(item: tuple[Scenario, str, str, dict[str, object]]) -> Extracted:
+        scenario, origin, reply, gold = item
+        case = replace(expand(scenario, [""])[0], layout=DEPLOYED)
+        outcome = Outcome(Status.ERROR, "", judge.id, case.code, "", "", "", {})  # carries nothing here
+        try:
+            done = panel.extract(scenario, info, render_messages(compose(case).messages), reply, outcome, 0)
+        except CallError as exc:
+            return Extracted(scenario.code, origin, gold, None, exc.reason)
+        return Extracted(scenario.code, origin, gold, dict(done.fields))
+
+    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
+        return list(pool.map(extract, items))
