@@ -175,6 +175,15 @@ def test_a_scripted_conversation_sends_its_turns_in_each_layout(pytester, bench,
     result = run(pytester, "--helmbench-layout=seed,deployed", "--helmbench-select=C1-U0-PT2", "-rf")
     result.assert_outcomes(failed=2)  # the scenario expects ANSWER
     result.stdout.fnmatch_lines(["*turn 2: expected category 'ANSWER', got 'SUPPORT'*"])
+    result.stdout.fnmatch_lines(  # the failure shows the conversation, its judged turn, the extraction
+        [
+            "--- conversation (seed layout) ---",
+            "[[]assistant[]]",
+            "Sure. Which organelle makes most of the cell's energy?",
+            "[[]assistant, turn 2: failed[]]  <-- FIRST FAILING TURN",
+        ]
+    )
+    result.stdout.fnmatch_lines(['extracted by judge/model: {"category": "SUPPORT"}'])
     seed, deployed = requests_to(helm_env, MODEL)
     asked = "Sure. Which organelle makes most of the cell's energy?"
     last = "no idea. honestly whats the point of studying anyway"
@@ -222,6 +231,15 @@ def test_a_simulated_user_writes_the_next_turns_every_reply_is_judged_and_the_ca
     result = run(pytester, *args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*turn 2: expected category 'ANSWER', got 'HANDOFF'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "[[]assistant, turn 1: passed[]]",
+            "*It makes ATP.*",
+            "[[]assistant, turn 2: failed[]]  <-- FIRST FAILING TURN",
+            "*Are you safe?*",
+            "[[]assistant, turn 3: passed[]]",
+        ]
+    )
     model_requests, agent_requests = requests_to(helm_env, MODEL), requests_to(helm_env, AGENT)
     assert len(model_requests) == 3 and len(agent_requests) == 2  # three replies: the turn limit
     for request in model_requests:

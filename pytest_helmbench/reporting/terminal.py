@@ -25,21 +25,58 @@ def failure_text(outcome: Outcome) -> str:
 
     The reason is the first line: pytest's short summary (-rA) and JUnit's message show that line."""
     head = "ERROR" if outcome.status == Status.ERROR else "FAILED"
-    lines = [outcome.reason or "(no reason given)", f"HELMBench {head} {outcome.case_code} [{outcome.model}]"]
+    layout = f", {outcome.layout}" if outcome.layout != "seed" else ""
+    lines = [
+        outcome.reason or "(no reason given)",
+        f"HELMBench {head} {outcome.case_code} [{outcome.model}{layout}]",
+    ]
     if outcome.expected is not None or outcome.actual is not None:
         lines += [f"expected: {_json(outcome.expected)}", f"actual:   {_json(outcome.actual)}"]
     judge = outcome.details.get("judge")
     if judge:
         lines += [f"judge verdict: {judge.get('values')}", f"judge rationale: {judge.get('rationale')}"]
-    lines += [
-        "",
-        "--- composed prompt ---",
-        outcome.prompt,
-        "",
-        "--- raw response ---",
-        outcome.raw_response or "(none)",
-    ]
+    extraction = outcome.details.get("extraction")
+    if extraction:  # the deployed layout: what the marking model read in the plain reply
+        fields = json.dumps(extraction.get("fields"), ensure_ascii=False, default=str)
+        lines.append(f"extracted by {extraction.get('model')}: {fields}")
+    if outcome.messages:
+        lines += ["", f"--- conversation ({outcome.layout} layout) ---", *_transcript(outcome)]
+    else:
+        lines += ["", "--- composed prompt ---", outcome.prompt]
+    lines += ["", "--- raw response ---", outcome.raw_response or "(none)"]
     return "\n".join(lines)
+
+
+def _transcript(outcome: Outcome) -> list[str]:
+    """Every message as sent and each reply, the judged ones with their turn and verdict, the first
+    failing one marked."""
+    judged = {t.get("turn"): t for t in outcome.details.get("turns") or () if isinstance(t, dict)}
+    failing = outcome.details.get("first_failing_turn")
+    lines: list[str] = []
+    users = 0
+    for message in outcome.messages or ():
+        role = message.get("role", "?")
+        users += role == "user"
+        label = f"[{role}]"
+        turn = judged.get(users) if role == "assistant" else None
+        if turn is not None and message is _last_reply_of(outcome.messages or [], users):
+            mark = "  <-- FIRST FAILING TURN" if users == failing else ""
+            label = f"[assistant, turn {users}: {turn.get('status')}]{mark}"
+        lines += [label, str(message.get("content", ""))]
+    return lines
+
+
+def _last_reply_of(messages: list[dict[str, str]], users: int) -> dict[str, str] | None:
+    """The model's reply after the `users`-th user message (the last assistant message before the next)."""
+    seen, reply = 0, None
+    for message in messages:
+        if message.get("role") == "user":
+            seen += 1
+            if seen > users:
+                break
+        elif message.get("role") == "assistant" and seen == users:
+            reply = message
+    return reply
 
 
 def percentile(values: list[float], q: float) -> float:
