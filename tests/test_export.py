@@ -51,6 +51,9 @@ DOCUMENTED_COLUMNS = (
     "cached",
     "attempts",
     "finish_reason",
+    "layout",
+    "turns",
+    "first_failing_turn",
     "prompt_hash",
     "created_at",
 )

@@ -62,11 +62,11 @@ latency_ms Float64
 cached bool
 attempts Int64
 finish_reason string
-prompt_hash string
-created_at {UTC_TIME}
 layout string
 turns Int64
 first_failing_turn Int64
+prompt_hash string
+created_at {UTC_TIME}
 """)
 
 #: One row per EvaluationRun (one model in one pytest session): `runs(db)`.

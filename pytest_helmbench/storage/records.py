@@ -71,11 +71,11 @@ class ResultRecord:
     cached: bool
     attempts: int | None
     finish_reason: str | None
+    layout: str  # how the case was sent (NULL before migration 0008: seed)
+    turns: int | None  # judged replies of a multi-turn case (None: a single-turn case)
+    first_failing_turn: int | None  # the turn index of its first failed reply
     prompt_hash: str
     created_at: datetime | None
-    layout: str = "seed"  # how the case was sent (NULL before migration 0008: seed)
-    turns: int | None = None  # judged replies of a multi-turn case (None: a single-turn case)
-    first_failing_turn: int | None = None  # the turn index of its first failed reply
 
 
 def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
