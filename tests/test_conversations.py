@@ -342,3 +342,38 @@ def test_a_malformed_conversation_is_a_collection_error_naming_the_file(pytester
     result = run(pytester)
     result.stdout.fnmatch_lines(["*perturbations.md:*PT2: turn 2 is '## Helper', expected '## Assistant'*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_retrying_errors_keeps_the_two_layouts_of_a_case_apart(pytester, bench, helm_env):
+    helm_env.add_rule(
+        model=MODEL, contains="<user_input>", reply=Reply.ok({"category": "ANSWER", "response": "x"})
+    )
+    helm_env.add_rule(model=MODEL, reply=Reply.ok("It's the mitochondria."))
+    outage = helm_env.add_rule(model=JUDGE, reply=Reply.error(500, "extractor down"))
+    args = ("--helmbench-layout=seed,deployed", "--helmbench-select=C1-U0-PT1", "--helmbench-retries=0")
+    run(pytester, *args).assert_outcomes(passed=1, errors=1)  # the deployed case could not be extracted
+    helm_env._rules.remove(outage)
+    helm_env.add_rule(model=JUDGE, reply=Reply.ok({"category": "ANSWER"}))
+    before = len(helm_env.chat_requests)
+    resumed = run(pytester, *args, "--helmbench-retry-errors", "-v")
+    resumed.assert_outcomes(passed=1)  # the seed case is done: deselected
+    resumed.stdout.fnmatch_lines(["*P1-B1-S1-C1-PT1?deployed? PASSED*"])
+    # the reply paid for before is replayed from the cache; only the extraction is asked again
+    assert [r.model for r in helm_env.chat_requests[before:]] == [JUDGE]
+    rows = results(pytester)
+    assert sorted((r["layout"], r["status"]) for r in rows) == [("deployed", "passed"), ("seed", "passed")]
+
+
+def test_a_bad_layout_is_one_usage_error_and_nothing_is_sent(pytester, bench, helm_env):
+    result = run(pytester, "--helmbench-layout=seed,chat")
+    result.stdout.fnmatch_lines(["*--helmbench-layout: 'seed,chat' must be seed, deployed or seed,deployed*"])
+    assert helm_env.chat_requests == []
+
+
+def test_the_estimate_counts_every_call_of_a_conversation(pytester, bench, helm_env):
+    result = run(
+        pytester, "--helmbench-select=C1-U0-PT3", "--helmbench-layout=deployed", "--helmbench-estimate"
+    )
+    # three replies (the turn limit): three extractions and two simulated user turns on judge/model
+    result.stdout.fnmatch_lines(["*1 cases*", "*judge: 5 calls*"])
+    assert helm_env.chat_requests == []
