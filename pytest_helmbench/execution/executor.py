@@ -215,7 +215,8 @@ class Executor:
                 "finish_reason: length): raise --helmbench-max-tokens"
             )
             outcome.raw_response = response.raw
-            outcome.cache_writes.clear()
+            # a truncated answer is never replayed; earlier turns' answers stay cached
+            outcome.cache_writes[:] = [w for w in outcome.cache_writes if w.get("key") != key]
             raise CaseError(outcome)
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
         talk.messages.append({"role": "assistant", "content": response.content or ""})
@@ -246,7 +247,9 @@ class Executor:
         try:
             return next_user_turn(self.panel, self.settings, talk, outcome, repeat)
         except CallError as exc:
-            raise self._error(outcome, f"simulated user: {exc.reason}", exc, talk) from None
+            raise self._error(
+                outcome, f"simulated user: {exc.reason}", exc, talk, keep_response=True
+            ) from None
 
     @staticmethod
     def _ask(
@@ -335,9 +338,11 @@ class Executor:
         turn erred)."""
         outcome.status = Status.ERROR
         outcome.reason = (talk.prefix() if talk is not None else "") + reason
-        if not keep_response or exc.raw:
+        if keep_response:  # a helper failed: the model's reply stays the raw response, the helper's apart
+            outcome.details["judge_raw"] = exc.raw  # shown as the helper's raw answer
+        else:
             outcome.raw_response = exc.raw
-        outcome.attempts = exc.attempts
+            outcome.attempts = exc.attempts
         if talk is not None and talk.turns:
             outcome.details["turns"] = [turn.to_dict() for turn in talk.turns]
         return CaseError(outcome)
