@@ -7,7 +7,8 @@
   `pytest_helmbench_register_evaluators` hook, the one a conftest.py or plugin implements too.
 - pipeline.py: the steps every type shares (refusal, JSON, schema) before the evaluator rules.
 - answers.py: reading content as JSON and checking it against a schema; judge.py: the marking
-  model's call (prompt, strict verdict schema, parsing).
+  model's call (prompt, strict verdict schema, parsing); extraction.py: a deployed-layout reply
+  put into the scenario's schema by the marking model (request, schema, checked answer).
 
 May import suite/ (scenarios, specs), providers/ (responses, call errors), errors and config;
 never execution/, storage/ or reporting/. Heavy libraries (httpx, jsonschema) stay out of base.py,

@@ -2,6 +2,9 @@
 
 - executor.py: one case end to end — request, response cache, cost ceiling, call, judge, evaluation;
   it sees the cache only through its `AnswerCache` protocol.
+- turns.py: a conversation in progress (`Talk`) and its verdict from every judged reply;
+  simulated_user.py: the user agent's next turn; judging.py: the panel of judges, the deployed
+  layout's extraction and every helper call (cached without the nonce).
 - prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop.
 - outcome.py: `Outcome` (what one case ended as, plain data that crosses xdist), `CaseResult` (the
   scoring view of it, one builder) and the exceptions that carry an outcome to pytest.

@@ -14,8 +14,11 @@
 - local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache)
   and local_server.py (the llama.cpp server process and its `python -m … serve` entry point).
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
-- oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge`), answering
-  from the benchmark's references and calibration set, indexed once per process by oracle_index.py.
+- oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge|user`), answering
+  from the benchmark's references, transcripts and calibration set, indexed once per process by
+  oracle_index.py.
+- judge_wire.py, user_agent_wire.py: the wire forms of a judge's (and an extraction's) request and
+  of a simulated user's request, written by the later stages and read back by the oracles.
 
 May import suite/, config, errors; never evaluation/, execution/, storage/, reporting/ or the
 plugin's modules. httpx stays in http.py and transports.py, imported only where a call is made:

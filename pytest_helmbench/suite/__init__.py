@@ -11,7 +11,9 @@
 - evaluation_spec.py: a scenario's `evaluation:` mapping, read through the EvaluationTypes protocol
   (the evaluator registry is handed in, so suite/ names no evaluation type)
 - loader.py: BenchmarkLoader, per scenario, caching what scenarios share, link and uniqueness checks
-- cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed prompt
+- cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed
+  messages in the seed or deployed layout; conversation.py: a perturbation that is a scripted
+  conversation (`conversation: true`) or a simulated one (`simulate:`, a persona)
 - references.py: a scenario's references.yml (reference answers, gold verdicts, locale replies) and
   `check_gold`; calibration.py: the calibration set (calibration/*.yml) and its label_set_hash
 
