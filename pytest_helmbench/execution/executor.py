@@ -224,6 +224,9 @@ class Executor:
         graded = response
         if case.layout == DEPLOYED and not (response.refusal or response.finish_reason == "content_filter"):
             reply = response.content or ""
+            if not reply.strip():  # nothing to extract: the user read nothing
+                turn.verdict = CaseVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
+                return turn
             try:
                 turn.extraction = panel.extract(
                     case.scenario, self.info, conversation, reply, outcome, repeat
