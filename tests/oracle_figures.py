@@ -28,6 +28,7 @@ def session_args(db_url: str, sample: int = SAMPLE, seed: int = 0) -> list[str]:
         "benchmark",
         f"--helmbench-model={','.join(ORACLES)}",
         f"--helmbench-marking-model={JUDGE}",
+        "--helmbench-user-model=oracle/user",  # simulated conversations replay their reference users
         f"--helmbench-sample={sample}",
         f"--helmbench-sample-seed={seed}",
         f"--helmbench-db={db_url}",

@@ -67,6 +67,9 @@ MIN_STYLES_PER_SCENARIO = 3
 MIN_SHARED_COMPONENTS = 8
 MIN_PER_EVALUATION_TYPE = 6
 MIN_CALIBRATION_SHARE = 0.25
+MIN_MULTI_TURN = 12  # perturbations that are conversations (issue #12 point 5)
+MIN_PER_CONVERSATION_KIND = 4  # scripted (`conversation: true`) and simulated (`simulate: {turns: N}`)
+MAX_SIMULATED_TURNS = 20
 
 SCENARIO_DIR_RE = re.compile(r"^P(\d+)-B(\d+)-S(\d+)$")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
@@ -211,6 +214,25 @@ def load_criteria(scenario: Scenario) -> MarkdownDoc:
 
 def load_references(scenario: Scenario) -> dict[str, Any]:
     return yaml.safe_load(read_text(scenario.folder / "references.yml"))
+
+
+def conversation_kind(perturbation: RawComponent) -> str | None:
+    """ "scripted", "simulated", or None for a single-message perturbation (read from its metadata)."""
+    if perturbation.meta.get("conversation") is True:
+        return "scripted"
+    if isinstance(perturbation.meta.get("simulate"), dict):
+        return "simulated"
+    return None
+
+
+def multi_turn_perturbations() -> list[tuple[Scenario, RawComponent, str]]:
+    return [
+        (scenario, p, kind)
+        for scenario in all_scenarios()
+        for p in scenario.perturbations
+        for kind in [conversation_kind(p)]
+        if kind is not None
+    ]
 
 
 def strict_violations(node: Any, where: str = "schema") -> list[str]:
@@ -478,6 +500,42 @@ def test_scenario_references(code: str) -> None:
     )
 
 
+@pytest.mark.parametrize("code", SCENARIO_PARAMS)
+def test_scenario_transcripts(code: str) -> None:
+    """Every conversation has a reference transcript of its shape, whose answers are schema-valid; every
+    safe side reaches the scenario's category; a `category_match` label holds at every judged reply."""
+    scenario = load_scenario(code)
+    transcripts = load_references(scenario).get("transcripts") or {}
+    kinds = {p.code: conversation_kind(p) for p in scenario.perturbations}
+    conversations = {c for c, kind in kinds.items() if kind is not None}
+    assert set(transcripts) == conversations, "every conversation needs a transcript, and only conversations"
+    validator = Draft202012Validator(scenario.schema)
+    meta = {p.code: p.meta for p in scenario.perturbations}
+    for pcode, transcript in transcripts.items():
+        safe, unsafe, user = transcript["safe"], transcript["unsafe"], transcript.get("user", [])
+        assert len(safe) == len(unsafe) >= 1, f"{pcode}: one safe and one unsafe answer per judged reply"
+        if kinds[pcode] == "scripted":
+            assert user == [] and len(safe) == 1, f"{pcode}: a scripted conversation has one judged reply"
+        else:
+            turns = meta[pcode]["simulate"]["turns"]
+            assert 1 <= turns <= MAX_SIMULATED_TURNS
+            assert len(safe) == len(user) + 1 <= turns, (
+                f"{pcode}: {len(safe)} replies for {len(user)} user turns"
+            )
+        for side, entries in (("safe", safe), ("unsafe", unsafe)):
+            for index, entry in enumerate(entries):
+                errors = [e.message for e in validator.iter_errors(entry["answer"])]
+                assert errors == [], f"{pcode}.{side}[{index}] does not validate: {errors}"
+        assert safe[-1]["answer"]["category"] == scenario.meta["category"], (
+            f"{pcode}: the conversation does not reach the scenario's category"
+        )
+        if scenario.evaluation_type == "category_match":
+            expected = scenario.evaluation.get("expected", scenario.meta["category"])
+            assert {e["answer"]["category"] for e in safe} == {expected}, (
+                f"{pcode}: a category_match label must hold at every judged reply"
+            )
+
+
 # ----------------------------------------------------------------------------- whole benchmark
 
 
@@ -501,6 +559,26 @@ def test_no_duplicate_perturbation_text() -> None:
                 duplicates.append(f"{where} repeats {seen[key]}")
             seen.setdefault(key, where)
     assert duplicates == []
+
+
+def test_multi_turn_perturbations_cover_both_kinds_and_every_pillar() -> None:
+    found = multi_turn_perturbations()
+    kinds = Counter(kind for _, _, kind in found)
+    assert len(found) >= MIN_MULTI_TURN, f"{len(found)} multi-turn perturbations"
+    assert kinds["scripted"] >= MIN_PER_CONVERSATION_KIND, kinds
+    assert kinds["simulated"] >= MIN_PER_CONVERSATION_KIND, kinds
+    pillars = {scenario.behaviour.split("-")[0] for scenario, _, _ in found}
+    assert pillars == set(benchmark_yml()["pillars"]), f"pillars without a conversation: {pillars}"
+    for scenario, perturbation, kind in found:
+        lines = _lines_outside_fences(perturbation.body)
+        sections = [line[3:].strip() for _, line, outside in lines if outside and H2_RE.match(line)]
+        if kind == "scripted":
+            roles = ["User" if i % 2 == 0 else "Assistant" for i in range(len(sections))]
+            assert sections == roles and len(sections) >= 3 and sections[-1] == "User", (
+                f"{scenario.code}-{perturbation.code}: turns alternate User/Assistant, first and last User"
+            )
+        else:
+            assert sorted(sections) == ["Persona", "User input"], f"{scenario.code}-{perturbation.code}"
 
 
 def test_evaluation_type_mix() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -232,8 +233,10 @@ def case_prompt(scenario: Scenario, code: str) -> str:
     return next(compose(case).text for case in expand(scenario, ["m"]) if case.code == code)
 
 
-def ask(client, prompt: str, schema: dict | None = None) -> dict:
-    request = ChatRequest("oracle", [{"role": "user", "content": prompt}], schema or STRICT_SCHEMA)
+def ask(client, prompt: str | list[dict[str, str]], schema: dict | None = None) -> dict:
+    """An answer oracle's JSON answer to one prompt (or to a case's first messages)."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    request = ChatRequest("oracle", messages, schema or STRICT_SCHEMA)
     return json.loads(client.complete(request).content)
 
 
@@ -576,8 +579,9 @@ def test_shipped_oracle_answers_are_schema_valid_and_judged_gold(folder: Path, s
     root = oracle_figures.BENCHMARK
     cases = expand(scenario, ["m"])
     localised = [c for c in cases if c.user_context is not None and c.user_context.meta.get("locale")]
-    for case in [cases[0], *localised[:2]]:
-        prompt = compose(case).text
+    conversations = [c for c in cases if c.perturbation.dialogue is not None]
+    for case in [cases[0], *localised[:2], *conversations[:2]]:
+        prompt = compose(case).messages
         for model in ("oracle/safe", "oracle/unsafe", "oracle/label-gamer", "oracle/refuse-all"):
             answer = ask(oracle(root, model, shipped_provider), prompt, scenario.response_format)
             assert schema_violations(answer, scenario.schema) == [], f"{model} on {case.code}"
@@ -612,6 +616,54 @@ def test_the_shipped_benchmark_cannot_be_gamed(pytester: pytest.Pytester, monkey
     total = sum(sum(counts.values()) for counts in figures.counts.values())
     assert total >= 4 * oracle_figures.SAMPLE, stdout[-3000:]
     assert figures.misses() == [], "\n".join(figures.lines())
+
+
+CONVERSATION_SCENARIOS = ("P1-B1-S4", "P1-B2-S5", "P2-B1-S4", "P3-B1-S5", "P4-B2-S4", "P5-B1-S4")
+
+
+def test_the_shipped_conversations_replay_their_transcripts_in_both_layouts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    """Every shipped multi-turn perturbation (issue #12) under one deployment, in both layouts:
+    oracle/safe passes every reply, oracle/unsafe fails each conversation, oracle/label-gamer fails
+    them too; oracle/user plays the reference users, oracle/judge marks and extracts."""
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    oracle_figures.copy_benchmark(pytester.path)
+    db = pytester.path / "conversations.db"
+    selection = ",".join(f"{code}-C2-U0" for code in CONVERSATION_SCENARIOS)
+    result = pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=oracle/safe,oracle/unsafe,oracle/label-gamer",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-user-model=oracle/user",
+        "--helmbench-layout=seed,deployed",
+        f"--helmbench-select={selection}",
+        f"--helmbench-db=sqlite:///{db}",
+        "--helmbench-cache=off",
+        "--helmbench-rejudge=0",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+    )
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select llm.model_id, result.case_code, result.layout, result.status, result.reason,"
+            " result.evaluation_details from result join evaluationrun on evaluationrun.id = result.run_id"
+            " join llm on llm.id = evaluationrun.llm_id"
+        ).fetchall()
+    conversations = {(code, layout) for _, code, layout, *_ in rows}
+    assert len(conversations) >= 2 * 24, result.stdout.str()[-2000:]  # 24 conversations, two layouts
+    by_model: dict[str, list[tuple[str, str, str]]] = {}
+    for model, code, layout, status, reason, details in rows:
+        by_model.setdefault(model, []).append((f"{code}[{layout}]", status, reason))
+        turns = json.loads(details).get("turns")
+        assert turns, f"{model} {code} {layout}: no judged turn ({reason})"
+    assert [c for c in by_model["oracle/safe"] if c[1] != "passed"] == []
+    assert [c for c in by_model["oracle/unsafe"] if c[1] != "failed"] == []
+    assert [c for c in by_model["oracle/label-gamer"] if c[1] != "failed"] == []
 
 
 def test_a_session_with_oracles_needs_no_key_and_errors_where_no_gold_verdict_exists(

@@ -148,8 +148,7 @@ def extraction_items(
         scenario, refs = scenarios.get(code), references[code]
         if scenario is None:
             continue
-        sides = tuple(getattr(refs, "all_sides", refs.sides))
-        for number, side in enumerate(sides):
+        for number, side in enumerate(refs.all_sides):
             gold = {k: v for k, v in side.answer.items() if k != RESPONSE_FIELD}
             replies = [("", side.response)] + [(f" {loc}", r) for loc, r in sorted(side.locales.items())]
             for label, reply in replies:

@@ -134,7 +134,7 @@ def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
     references = entry.references
     if references is None:
         raise CallError(f"{PREFIX}{role}: scenario {entry.scenario.code} has no references.yml")
-    transcript = getattr(references, "transcripts", {}).get(entry.perturbation)
+    transcript = references.transcripts.get(entry.perturbation)
     if transcript is not None:
         safe_sides, unsafe_sides = transcript.safe, transcript.unsafe
         if not 0 <= turn < len(safe_sides):
@@ -163,7 +163,7 @@ def user_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
         raise CallError(f"{PREFIX}user: the request is not a HELMBench simulated-user request")
     entry = index.personas.get(asked.persona)
     references = entry.references if entry is not None else None
-    transcript = getattr(references, "transcripts", {}).get(entry.perturbation) if entry else None
+    transcript = references.transcripts.get(entry.perturbation) if references and entry else None
     if transcript is None:
         raise CallError(f"{PREFIX}user: no reference transcript for this persona")
     replies = sum(m.get("role") == "assistant" for m in asked.transcript)

@@ -24,7 +24,7 @@ from ..suite.evaluation_spec import EvaluationTypes
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Criteria, Scenario, content_hash
 from ..suite.prompt import LAYOUTS, compose
-from ..suite.references import Gold, ReferenceAnswer, References, load_references
+from ..suite.references import Gold, References, check_transcripts, load_references
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,8 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
         try:
             scenario = loader.load_scenario(folder)
             references = load_references(folder, loader.files)
+            if references is not None:  # a transcript that does not fit its conversation: left out too
+                check_transcripts(references, scenario.perturbations)
         except BenchmarkError as exc:
             log.warning("oracles: scenario %s left out: %s", folder.name, exc)
             continue
@@ -133,12 +135,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
 def _references_part(references: References | None) -> Any:
     if references is None:
         return None
-    return [(s.kind, s.answer, s.verdicts, s.locales) for s in all_sides(references)]
-
-
-def all_sides(references: References) -> tuple[ReferenceAnswer, ...]:
-    """Both sides of the scenario's answer and every side of its reference transcripts."""
-    return tuple(getattr(references, "all_sides", references.sides))
+    return [(s.kind, s.answer, s.verdicts, s.locales) for s in references.all_sides]
 
 
 def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
@@ -150,12 +147,12 @@ def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
 
 def _add_references(index: OracleIndex, scenario: Scenario, references: References) -> None:
     origin = f"{scenario.code}/{references.path.name}"
-    for side in all_sides(references):
+    for side in references.all_sides:
         for _, reply in _side_replies(side.response, side.locales):
             index.answers.setdefault(reply_key(reply), []).append(side.answer)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
-        for side in all_sides(references):
+        for side in references.all_sides:
             gold = side.gold(criteria.name)
             if gold is None:
                 continue

@@ -3,8 +3,10 @@
 The references are what the oracle models answer with (`oracle/safe`, `oracle/unsafe`, …) and what
 the `oracle/judge` marks with: each side's `verdict` is the gold verdict on criteria.md, `verdicts`
 maps any further rubric file to its gold verdict, and the safe side may carry per-locale variants of
-its reply (`locales: {GB: {response: …}}`), which keep the default's verdicts. Read through the
-confined reader; a malformed file is a BenchmarkError naming the file and the fix.
+its reply (`locales: {GB: {response: …}}`), which keep the default's verdicts. `transcripts` holds
+the reference conversation of each multi-turn perturbation: a safe and an unsafe answer per judged
+reply and, when simulated, the user's later turns (`check_transcripts` fits them to the perturbations).
+Read through the confined reader; a malformed file is a BenchmarkError naming the file and the fix.
 
 A gold verdict is a plain mapping: for an atomic rubric `check id -> "yes" | "no" | "not_applicable"`
 (an unquoted YAML yes/no is a boolean: read as the word written), for an options rubric the judge's
@@ -14,7 +16,7 @@ own form `{<response_field>: value or list, rationale: …}`. `check_gold` holds
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,16 @@ from ..errors import BenchmarkError
 from .evaluation_spec import RUBRIC_FILE
 from .files import BenchmarkFiles
 from .markdown import load_yaml
-from .model import ANSWERS, Criteria
+from .model import ANSWERS, Component, Criteria
 
 REFERENCES_FILE = "references.yml"
 LABEL_RUBRIC = "criteria.md"  # the rubric a side's plain `verdict` is the gold verdict of
 LOCALE = re.compile(r"^[A-Z]{2}$")
-_SIDE_KEYS = {"answer", "verdict", "verdicts", "locales"}
+PERTURBATION_CODE = re.compile(r"^PT[1-9][0-9]*$")
+_TOP_KEYS = ("safe", "unsafe", "transcripts")
+_SIDE_KEYS = ("answer", "locales", "verdict", "verdicts")
+_TRANSCRIPT_KEYS = ("user", "safe", "unsafe")
+_TRANSCRIPT_FIX = 'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} (see README)'
 
 Gold = dict[str, Any]
 """A gold verdict, normalised (see the module docstring)."""
@@ -43,7 +49,7 @@ def normalise_gold(value: Mapping[str, Any]) -> Gold:
 class ReferenceAnswer:
     """One side of references.yml: the answer, its gold verdicts by rubric file, its locale replies."""
 
-    kind: str  # "safe" or "unsafe"
+    kind: str  # "safe" or "unsafe"; in a transcript "transcripts.PT3.safe[0]" (0: the first reply)
     answer: dict[str, Any] = field(hash=False)
     verdicts: dict[str, Gold] = field(hash=False)  # rubric file name -> gold (criteria.md's included)
     locales: dict[str, str] = field(hash=False)  # locale code -> the reply that replaces `response`
@@ -62,6 +68,26 @@ class ReferenceAnswer:
     def gold(self, rubric: str) -> Gold | None:
         return self.verdicts.get(rubric)
 
+    @property
+    def is_safe(self) -> bool:
+        """A safe side: the scenario's `safe`, or an entry of a transcript's `safe` list."""
+        return self.kind == "safe" or ".safe[" in self.kind
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The reference conversation of one multi-turn perturbation: the user's later turns (simulated
+    only, as the oracle user-agent replays them) and one safe and one unsafe answer per judged reply."""
+
+    perturbation: str
+    user: tuple[str, ...]
+    safe: tuple[ReferenceAnswer, ...]
+    unsafe: tuple[ReferenceAnswer, ...]
+
+    @property
+    def sides(self) -> tuple[ReferenceAnswer, ...]:
+        return (*self.safe, *self.unsafe)
+
 
 @dataclass(frozen=True)
 class References:
@@ -70,10 +96,16 @@ class References:
     path: Path
     safe: ReferenceAnswer
     unsafe: ReferenceAnswer
+    transcripts: dict[str, Transcript] = field(default_factory=dict, hash=False)
 
     @property
     def sides(self) -> tuple[ReferenceAnswer, ReferenceAnswer]:
         return (self.safe, self.unsafe)
+
+    @property
+    def all_sides(self) -> tuple[ReferenceAnswer, ...]:
+        """`safe`, `unsafe`, then every side of every transcript (its safe entries, then its unsafe)."""
+        return (self.safe, self.unsafe, *(s for t in self.transcripts.values() for s in t.sides))
 
 
 def load_references(folder: Path, files: BenchmarkFiles) -> References | None:
@@ -85,32 +117,83 @@ def load_references(folder: Path, files: BenchmarkFiles) -> References | None:
 
 
 def parse_references(data: Any, path: Path) -> References:
-    """Validate the YAML of a references.yml (both sides required)."""
+    """Validate the YAML of a references.yml (both sides required, transcripts optional)."""
     if not isinstance(data, dict):
         raise BenchmarkError(
             path, "must be a mapping with 'safe' and 'unsafe'", fix="see README, references.yml"
         )
-    unknown = sorted(set(map(str, data)) - {"safe", "unsafe"})
-    if unknown:
-        raise BenchmarkError(
-            path, f"unknown top-level key(s) {', '.join(unknown)}", fix="use only 'safe' and 'unsafe'"
-        )
+    _known_keys(data, _TOP_KEYS, "", path)
     missing = [side for side in ("safe", "unsafe") if side not in data]
     if missing:
         raise BenchmarkError(
             path, f"'{missing[0]}' is missing", fix=f"add '{missing[0]}:' with its 'answer' (and verdicts)"
         )
-    return References(path, _side(data["safe"], "safe", path), _side(data["unsafe"], "unsafe", path))
+    transcripts = _transcripts(data["transcripts"], path) if "transcripts" in data else {}
+    safe, unsafe = _side(data["safe"], "safe", path), _side(data["unsafe"], "unsafe", path)
+    return References(path, safe, unsafe, transcripts)
+
+
+def _known_keys(data: dict[Any, Any], allowed: tuple[str, ...], where: str, path: Path) -> None:
+    unknown = sorted(set(map(str, data)) - set(allowed))
+    if unknown:
+        what = f"{where}: unknown key(s)" if where else "unknown top-level key(s)"
+        raise BenchmarkError(path, f"{what} {', '.join(unknown)}", fix=f"use only {', '.join(allowed)}")
+
+
+def _transcripts(data: Any, path: Path) -> dict[str, Transcript]:
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            path, "'transcripts' must map perturbation codes to transcripts", fix=_TRANSCRIPT_FIX
+        )
+    found: dict[str, Transcript] = {}
+    for code, entry in data.items():
+        if not isinstance(code, str) or not PERTURBATION_CODE.match(code):
+            raise BenchmarkError(
+                path,
+                f"transcripts: key {code!r} is not a perturbation code",
+                fix="key each transcript by its perturbation's code, e.g. PT3",
+            )
+        found[code] = _transcript(entry, code, path)
+    return found
+
+
+def _transcript(data: Any, code: str, path: Path) -> Transcript:
+    where = f"transcripts.{code}"
+    if not isinstance(data, dict):
+        raise BenchmarkError(path, f"{where} must be a mapping", fix=_TRANSCRIPT_FIX)
+    _known_keys(data, _TRANSCRIPT_KEYS, where, path)
+    user = data.get("user", [])
+    if not isinstance(user, list) or not all(isinstance(t, str) and t.strip() for t in user):
+        raise BenchmarkError(
+            path,
+            f"{where}.user must be a list of non-empty texts (the user's turns after the first)",
+            fix='write user: ["…", "…"], one quoted message per later turn, or leave it out (scripted)',
+        )
+    sides: dict[str, tuple[ReferenceAnswer, ...]] = {}
+    for kind in ("safe", "unsafe"):
+        entries = data.get(kind)
+        if not isinstance(entries, list) or not entries:
+            raise BenchmarkError(
+                path,
+                f"{where}.{kind} must be a non-empty list, one answer per judged reply",
+                fix=f"write {kind}: [{{answer: {{response: …, category: …}}, verdicts: …}}, …]",
+            )
+        sides[kind] = tuple(_side(e, f"{where}.{kind}[{i}]", path) for i, e in enumerate(entries))
+    safe, unsafe = sides["safe"], sides["unsafe"]
+    if len(unsafe) != len(safe) or (user and len(safe) != len(user) + 1):
+        raise BenchmarkError(
+            path,
+            f"{where}: {len(safe)} safe and {len(unsafe)} unsafe answers, {len(user)} later user turn(s)",
+            fix="give each side one answer per judged reply: the first message's, then one per later user "
+            "turn (an unsafe side may start safe and fail later)",
+        )
+    return Transcript(code, tuple(user), safe, unsafe)
 
 
 def _side(data: Any, kind: str, path: Path) -> ReferenceAnswer:
     if not isinstance(data, dict):
         raise BenchmarkError(path, f"'{kind}' must be a mapping", fix=f"write '{kind}:' then 'answer: {{…}}'")
-    unknown = sorted(set(map(str, data)) - _SIDE_KEYS)
-    if unknown:
-        raise BenchmarkError(
-            path, f"{kind}: unknown key(s) {', '.join(unknown)}", fix=f"use {', '.join(sorted(_SIDE_KEYS))}"
-        )
+    _known_keys(data, _SIDE_KEYS, kind, path)
     answer = data.get("answer")
     if not isinstance(answer, dict):
         raise BenchmarkError(
@@ -168,17 +251,19 @@ def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
 def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
     if data is None:
         return {}
-    if kind != "safe":
-        raise BenchmarkError(path, f"{kind}: only the safe side has 'locales'", fix="remove it from 'unsafe'")
+    if kind != "safe" and ".safe[" not in kind:
+        raise BenchmarkError(
+            path, f"{kind}: only the safe side has 'locales'", fix=f"remove 'locales' from {kind}"
+        )
     if not isinstance(data, dict):
         raise BenchmarkError(
-            path, "safe: 'locales' must be a mapping", fix="e.g. locales: {GB: {response: …}}"
+            path, f"{kind}: 'locales' must be a mapping", fix="e.g. locales: {GB: {response: …}}"
         )
     found: dict[str, str] = {}
     for locale, variant in data.items():
         if not isinstance(locale, str) or not LOCALE.match(locale):
             raise BenchmarkError(
-                path, f"safe: locale {locale!r} is not a two-letter country code", fix="e.g. GB, US"
+                path, f"{kind}: locale {locale!r} is not a two-letter country code", fix="e.g. GB, US"
             )
         if (
             not isinstance(variant, dict)
@@ -187,7 +272,7 @@ def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
         ):
             raise BenchmarkError(
                 path,
-                f"safe: locale {locale} must be a mapping with only 'response' (a text)",
+                f"{kind}: locale {locale} must be a mapping with only 'response' (a text)",
                 fix=f"write {locale}: {{response: …}}",
             )
         found[locale] = variant["response"]
@@ -249,10 +334,17 @@ def gold_values(gold: Mapping[str, Any], criteria: Criteria) -> tuple[str, ...]:
     return tuple(value) if isinstance(value, list) else (value,)
 
 
-def check_references(references: References, rubrics: Mapping[str, Criteria]) -> None:
-    """Every gold verdict names a rubric the scenario uses (`rubrics`: file name -> Criteria) and is
-    complete for it."""
-    for side in references.sides:
+def check_references(
+    references: References,
+    rubrics: Mapping[str, Criteria],
+    perturbations: Iterable[Component] | None = None,
+) -> None:
+    """Every gold verdict (of every side, transcripts included) names a rubric the scenario uses
+    (`rubrics`: file name -> Criteria) and is complete for it; with the scenario's `perturbations`, the
+    transcripts fit them too (`check_transcripts`)."""
+    if perturbations is not None:
+        check_transcripts(references, perturbations)
+    for side in references.all_sides:
         for rubric, gold in side.verdicts.items():
             criteria = rubrics.get(rubric)
             if criteria is None:
@@ -262,3 +354,46 @@ def check_references(references: References, rubrics: Mapping[str, Criteria]) ->
                     fix=f"use one of {', '.join(sorted(rubrics)) or 'none (the scenario has no rubric)'}",
                 )
             check_gold(gold, criteria, references.path, side.kind)
+
+
+def check_transcripts(references: References, perturbations: Iterable[Component]) -> None:
+    """Every conversation among `perturbations` has a transcript, and every transcript is one's, of its
+    shape: a scripted conversation has one judged reply and no `user`; a simulated one has one answer
+    per side for its first message and each later user turn, no more than its `turns`."""
+    codes = {p.code: p for p in perturbations}
+    conversations = [c for c, p in codes.items() if p.dialogue is not None and p.dialogue.multi_turn]
+    for code, transcript in references.transcripts.items():
+        problem = _transcript_problem(transcript, codes.get(code), conversations)
+        if problem is not None:
+            raise BenchmarkError(references.path, f"transcripts.{code}: {problem[0]}", fix=problem[1])
+    missing = [code for code in conversations if code not in references.transcripts]
+    if missing:
+        raise BenchmarkError(
+            references.path,
+            f"{', '.join(missing)}: a conversation without a reference transcript",
+            fix=f"add transcripts: {{{missing[0]}: {{…}}}} (see README, references.yml)",
+        )
+
+
+def _transcript_problem(
+    transcript: Transcript, perturbation: Component | None, conversations: list[str]
+) -> tuple[str, str] | None:
+    """What is wrong with a transcript for this perturbation (message, fix), or None."""
+    code = transcript.perturbation
+    if perturbation is None or perturbation.dialogue is None or not perturbation.dialogue.multi_turn:
+        what = "no perturbation" if perturbation is None else "a single-message perturbation"
+        return f"{code} is {what} of the scenario", f"key it by a conversation ({', '.join(conversations)})"
+    simulation, replies = perturbation.dialogue.simulation, len(transcript.safe)
+    if simulation is None and (transcript.user or replies != 1):
+        extra = " and user turns" if transcript.user else ""
+        return (
+            f"{code} is scripted (one judged reply); its transcript has {replies} answer(s) per side{extra}",
+            "give one safe and one unsafe answer, to its last user turn, and no 'user' (its turns are in "
+            "perturbations.md)",
+        )
+    if simulation is not None and replies > simulation.turns:
+        return (
+            f"{replies} replies, more than {code}'s simulate: {{turns: {simulation.turns}}}",
+            "shorten the transcript (fewer user turns and answers), or raise 'turns'",
+        )
+    return None
