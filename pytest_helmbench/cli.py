@@ -15,12 +15,13 @@ import typer
 from . import cli_calibrate, cli_init, cli_results
 from .cli_defaults import ConfigFileError, find_project
 from .cli_results import fail
+from .codes import LAYOUTS
 from .errors import HelmbenchError
 from .evaluation.builtin import builtin_registry
 from .suite.cases import Case, expand, parse_selectors
 from .suite.loader import BenchmarkLoader
 from .suite.model import Scenario
-from .suite.prompt import LAYOUTS, compose
+from .suite.prompt import compose
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",

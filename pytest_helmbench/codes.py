@@ -10,6 +10,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
+#: How a case is sent (suite/prompt.py): the instructed JSON prompt, or deployed behind a system prompt.
+#: Part of a case's identity in a run, with its code and repeat.
+SEED, DEPLOYED = "seed", "deployed"
+LAYOUTS = (SEED, DEPLOYED)
 #: A scenario folder: `P<n>-B<n>-S<n>` (groups: pillar, behaviour and scenario numbers).
 SCENARIO_DIR = re.compile(r"^P([1-9]\d*)-B([1-9]\d*)-S([1-9]\d*)$")
 #: A scenario file inside its folder: `S<n>.md`.

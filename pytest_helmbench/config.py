@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .codes import LAYOUTS
 from .errors import ConfigError
 from .models_file import (  # noqa: F401  (re-exported: models.yml lives in its own module)
     API_KINDS,
@@ -310,9 +311,6 @@ def build_settings(
 
 
 JUDGE_POLICIES = ("majority", "all-pass", "any-fail")
-
-
-LAYOUTS = ("seed", "deployed")
 
 
 def _layouts(value: Any) -> tuple[str, ...]:

@@ -132,3 +132,15 @@ def loads_tolerant(text: str, max_depth: int = MAX_DEPTH) -> Any:
     return _load(
         text, max_depth, False, parse_constant=_null, parse_float=_finite_or_null, parse_int=_int_or_null
     )
+
+
+def response_text(text: str) -> str:
+    """The reply a user reads in `text`: a whole JSON answer's `response`, else the text itself (a
+    plain reply). The simulated user reads earlier replies this way, the oracle judge a graded text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and isinstance(data.get("response"), str):
+        return data["response"]
+    return text

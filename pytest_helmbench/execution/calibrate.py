@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from ..codes import DEPLOYED
 from ..config import ModelConfig, Settings
 from ..evaluation.extraction import RESPONSE_FIELD
 from ..evaluation.judge import JudgeVerdict
@@ -26,7 +27,7 @@ from ..status import Status
 from ..suite.calibration import CalibrationItem
 from ..suite.cases import Case, expand
 from ..suite.model import BenchmarkInfo, Criteria, Scenario
-from ..suite.prompt import DEPLOYED, compose, render_messages
+from ..suite.prompt import compose, render_messages
 from ..suite.references import References, gold_values
 from .budget import StopBoard
 from .judging import JudgePanel

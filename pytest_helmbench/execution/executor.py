@@ -14,6 +14,7 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
+from ..codes import DEPLOYED
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError
@@ -25,7 +26,7 @@ from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo, Criteria
-from ..suite.prompt import DEPLOYED, ComposedPrompt, render_messages
+from ..suite.prompt import ComposedPrompt, render_messages
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Asked, JudgePanel
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
@@ -99,10 +100,7 @@ class Executor:
         """The client, first request and identity hash of a case (stored as its request hash, which
         resume compares): the first request's cache key, and for a simulated conversation that key
         with the persona, the turn limit and the user agent's settings."""
-        model = self.settings.model(case.model)
-        client = self.clients.for_model(model)
-        request = self.clients.request(model, prompt.messages, prompt.response_format)
-        key = request_key(self.clients.endpoint(model, client), client.api, request, repeat)
+        client, request, key = self._first_request(case, prompt, repeat)
         if prompt.simulation is not None:
             agent = self.settings.user_agent
             material = [
@@ -115,6 +113,15 @@ class Executor:
                 json.dumps(material, sort_keys=True, default=str).encode("utf-8")
             ).hexdigest()
         return client, request, key
+
+    def _first_request(
+        self, case: Case, prompt: ComposedPrompt, repeat: int
+    ) -> tuple[ModelClient, ChatRequest, str]:
+        """The client, the first request of a case and that request's cache key."""
+        model = self.settings.model(case.model)
+        client = self.clients.for_model(model)
+        request = self.clients.request(model, prompt.messages, prompt.response_format)
+        return client, request, request_key(self.clients.endpoint(model, client), client.api, request, repeat)
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
@@ -135,6 +142,7 @@ class Executor:
         if prompt.simulation is not None and agent is not None:
             self.check_running(agent.id, "simulated user")
         client, request, key = self.request_for(case, prompt, repeat)
+        cache_key = key if prompt.simulation is None else self._first_request(case, prompt, repeat)[2]
         messages = prompt.messages
         outcome = Outcome(
             status=Status.ERROR,
@@ -153,14 +161,15 @@ class Executor:
         talk = Talk(case, prompt, messages, [case.perturbation.words])
         panel = self.panel
         try:
+            model = self.settings.model(case.model)
+            endpoint = self.clients.endpoint(model, client)
             while True:
-                turn = self._turn(talk, client, request, outcome, repeat, panel)
+                turn = self._turn(talk, client, request, cache_key, outcome, repeat, panel)
                 talk.turns.append(turn)
-                if turn.verdict.status is Status.ERROR or not self._continue(talk, outcome, repeat):
+                if turn.verdict.status is Status.ERROR or not self._continue(talk, outcome, repeat, panel):
                     break
-                request = self.clients.request(
-                    self.settings.model(case.model), messages, prompt.response_format
-                )
+                request = self.clients.request(model, messages, prompt.response_format)
+                cache_key = request_key(endpoint, client.api, request, repeat)
         except BudgetExhausted as exc:
             raise self._skip(outcome, str(exc)) from None
         if prompt.multi_turn:
@@ -192,15 +201,13 @@ class Executor:
         talk: Talk,
         client: ModelClient,
         request: ChatRequest,
+        key: str,
         outcome: Outcome,
         repeat: int,
         panel: JudgePanel,
     ) -> TurnResult:
-        """One reply of the model under test (cache, ceiling, network) and its verdict."""
+        """One reply of the model under test (cache under `key`, ceiling, network) and its verdict."""
         case = talk.case
-        key = request_key(
-            self.clients.endpoint(self.settings.model(case.model), client), client.api, request, repeat
-        )
         try:
             response = self._call(client, request, key, outcome)
         except ModelRejected as exc:
@@ -245,10 +252,10 @@ class Executor:
         )
         return turn
 
-    def _continue(self, talk: Talk, outcome: Outcome, repeat: int) -> bool:
+    def _continue(self, talk: Talk, outcome: Outcome, repeat: int, panel: JudgePanel) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
         try:
-            return next_user_turn(self.panel, self.settings, talk, outcome, repeat)
+            return next_user_turn(panel, self.settings, talk, outcome, repeat)
         except CallError as exc:
             raise self._error(
                 outcome, f"simulated user: {exc.reason}", exc, talk, keep_response=True

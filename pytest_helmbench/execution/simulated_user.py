@@ -15,12 +15,13 @@ from dataclasses import dataclass, replace
 
 from ..config import Settings
 from ..evaluation.answers import AnswerInvalid, parse_json_content
+from ..jsontext import response_text
 from ..providers.chat import CallError, ChatResponse
 from ..providers.user_agent_wire import USER_AGENT_SCHEMA, UserAgentMessages
 from ..suite.prompt import Message, user_turn
 from .judging import JudgePanel
 from .outcome import Outcome
-from .turns import Talk, reply_text
+from .turns import Talk
 
 USER_AGENT_SEED = 0  # the seed when neither models.yml nor --helmbench-seed gives one
 
@@ -81,7 +82,7 @@ def next_user_turn(panel: JudgePanel, settings: Settings, talk: Talk, outcome: O
         )
     seed = agent.seed if agent.seed is not None else settings.seed
     agent = replace(agent, temperature=0.0, seed=USER_AGENT_SEED if seed is None else seed)
-    replies = [reply_text(turn.response.content) for turn in talk.turns]
+    replies = [response_text(turn.response.content or "") for turn in talk.turns]
     asked = UserAgentMessages(simulation.persona, plain_transcript(replies, talk.user_texts))
     response = panel.send(
         agent, asked.messages, USER_AGENT_SCHEMA, outcome, repeat, role="the simulated user"

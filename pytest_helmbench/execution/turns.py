@@ -10,7 +10,6 @@ drift figures read.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,16 +87,6 @@ def conversation_verdict(turns: list[TurnResult]) -> tuple[CaseVerdict, TurnResu
         details,
     )
     return verdict, shown
-
-
-def reply_text(content: str | None) -> str:
-    """A reply as the user read it: the `response` of a seed-layout JSON answer, else the text."""
-    text = content or ""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    return data["response"] if isinstance(data, dict) and isinstance(data.get("response"), str) else text
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import BenchmarkError, HelmbenchError
+from ..jsontext import response_text
 from ..suite.references import check_gold
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
@@ -239,7 +240,7 @@ def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
     rubric = index.rubric(graded.rubric)
     if rubric is None:
         raise CallError(f"{PREFIX}judge: the rubric is none of the benchmark's rubrics")
-    reply = graded_reply(graded.answer)
+    reply = response_text(graded.answer)
     entries = rubric.replies.get(reply_key(reply))
     if not entries:
         raise CallError(
@@ -258,17 +259,6 @@ def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
     except BenchmarkError as exc:
         raise CallError(f"{PREFIX}judge: {exc.message} ({exc.path}); fix: {exc.fix}") from None
     return format_verdict(rubric, entry.gold, f"gold label from {entry.origin}")
-
-
-def graded_reply(text: str) -> str:
-    """The reply inside what is graded: a whole answer's `response`, or the text itself."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(data, dict) and isinstance(data.get("response"), str):
-        return data["response"]
-    return text
 
 
 def format_verdict(rubric: RubricGold, gold: dict[str, Any], rationale: str) -> dict[str, Any]:

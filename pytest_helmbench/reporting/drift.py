@@ -25,10 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..codes import code_sort_key
+from ..codes import DEPLOYED, LAYOUTS, SEED, code_sort_key
 from ..execution.outcome import CaseResult
 from ..status import SCORED, Status
-from ..suite.prompt import DEPLOYED, LAYOUTS, SEED
 from .intervals import newcombe_paired_interval, wilson_interval
 
 

@@ -18,6 +18,7 @@ from .analytics import GateResult
 from .charts import Matrix
 from .cost_text import unpriced_text, usd, usd_cell
 from .series import Series, SeriesSummary, pct, score_text
+from .terminal import reply_turns
 
 
 def e(value: Any) -> str:
@@ -248,15 +249,9 @@ def transcript(f: FailureRow) -> str:
     """Every message of the case as sent; each judged reply carries its turn and verdict, and the
     reply of the first failing turn is marked (class `failing-turn`). A reply's turn index is the
     number of user messages before it; when several replies share one, the last is the judged one."""
-    messages = f.messages or ()
+    messages = list(f.messages or ())
     verdicts = {t.turn: t for t in f.turns}
-    judged: dict[int, int] = {}  # turn index -> position of its (last) reply
-    users = 0
-    for position, message in enumerate(messages):
-        users += message["role"] == "user"
-        if message["role"] == "assistant":
-            judged[users] = position
-    replies = {position: turn for turn, position in judged.items()}
+    replies = reply_turns(messages)
     items, users = [], 0
     for position, message in enumerate(messages):
         role = message["role"]

@@ -52,31 +52,30 @@ def _transcript(outcome: Outcome) -> list[str]:
     failing one marked."""
     judged = {t.get("turn"): t for t in outcome.details.get("turns") or () if isinstance(t, dict)}
     failing = outcome.details.get("first_failing_turn")
+    messages = outcome.messages or []
+    turns = reply_turns(messages)
     lines: list[str] = []
-    users = 0
-    for message in outcome.messages or ():
-        role = message.get("role", "?")
-        users += role == "user"
-        label = f"[{role}]"
-        turn = judged.get(users) if role == "assistant" else None
-        if turn is not None and message is _last_reply_of(outcome.messages or [], users):
-            mark = "  <-- FIRST FAILING TURN" if users == failing else ""
-            label = f"[assistant, turn {users}: {turn.get('status')}]{mark}"
+    for position, message in enumerate(messages):
+        label = f"[{message.get('role', '?')}]"
+        turn = turns.get(position)
+        verdict = judged.get(turn) if turn is not None else None
+        if verdict is not None:
+            mark = "  <-- FIRST FAILING TURN" if turn == failing else ""
+            label = f"[assistant, turn {turn}: {verdict.get('status')}]{mark}"
         lines += [label, str(message.get("content", ""))]
     return lines
 
 
-def _last_reply_of(messages: list[dict[str, str]], users: int) -> dict[str, str] | None:
-    """The model's reply after the `users`-th user message (the last assistant message before the next)."""
-    seen, reply = 0, None
-    for message in messages:
-        if message.get("role") == "user":
-            seen += 1
-            if seen > users:
-                break
-        elif message.get("role") == "assistant" and seen == users:
-            reply = message
-    return reply
+def reply_turns(messages: list[dict[str, str]]) -> dict[int, int]:
+    """Position of each turn's judged reply -> its turn index (the number of user messages before it);
+    when several assistant messages follow one user message, the last is the model's reply."""
+    last: dict[int, int] = {}  # turn index -> position of its last assistant message
+    users = 0
+    for position, message in enumerate(messages):
+        users += message.get("role") == "user"
+        if message.get("role") == "assistant":
+            last[users] = position
+    return {position: turn for turn, position in last.items()}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql import Select
 from sqlmodel import Session, select
 
+from ..codes import SEED
 from .tables import (
     LLM,
     Behaviour,
@@ -27,8 +28,6 @@ from .tables import (
     Scenario,
     UserContext,
 )
-
-SEED = "seed"
 
 
 def layout_is(layout: str) -> Any:

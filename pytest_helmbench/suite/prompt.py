@@ -21,12 +21,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..codes import DEPLOYED, SEED
 from .cases import Case
 from .conversation import USER_INPUT_TAG, Simulation
 from .markdown import xml_section
-
-SEED, DEPLOYED = "seed", "deployed"
-LAYOUTS = (SEED, DEPLOYED)
 
 Message = dict[str, str]
 
