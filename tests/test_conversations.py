@@ -448,3 +448,23 @@ def test_an_empty_deployed_reply_fails_without_an_extraction(pytester, bench, he
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*empty reply (no content)*"])
     assert requests_to(helm_env, JUDGE) == []
+
+
+def test_the_cost_ceiling_covers_every_call_of_a_conversation(pytester, bench, helm_env):
+    """The ceiling is checked before each call of a conversation (the model's and the user agent's):
+    once reached, the case is skipped (resumable), with what it already spent recorded."""
+    helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": False, "message": "go on"}, cost=0.0001))
+    helm_env.add_rule(model=MODEL, reply=Reply.ok({"category": "ANSWER", "response": "ATP."}, cost=0.0001))
+    result = run(
+        pytester,
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+        "--helmbench-max-cost=0.00025",
+        "-rs",
+    )
+    result.assert_outcomes(skipped=1)
+    # model, user agent, model (0.0003 spent), then the second user turn is refused by the ceiling
+    assert [r.model for r in helm_env.chat_requests] == [MODEL, AGENT, MODEL]
+    (row,) = results(pytester)
+    assert row["status"] == "skipped" and "cost ceiling" in row["reason"]
+    assert row["cost_usd"] == pytest.approx(0.0002)
