@@ -1,9 +1,10 @@
 """Every scenario's reference answers, through the real loader and every check of the scenario; and the
 parser of references.yml's `transcripts:` (the reference conversations of multi-turn perturbations).
 
-The safe answer must pass every check (the label check and each `checks:` item) and the unsafe one
-must fail. In a transcript every safe answer (one per judged reply) must pass, and the unsafe side must
-fail at some reply (it may start safe and fail later, as a model that drifts does). Judged checks go
+The safe and borderline_safe answers must pass every check (the label check and each `checks:` item),
+under every user context the scenario meets, and the borderline_unsafe and unsafe ones must fail. In
+a transcript every safe answer (one per judged reply) must pass, and the unsafe side must fail at
+some reply (it may start safe and fail later, as a model that drifts does). Judged checks go
 through the real judge pipeline (the judge's strict schema, the parsing of its JSON, the rubric's pass
 rule) with a scripted judge that answers the gold verdict recorded in references.yml for the rubric it
 is asked about (`verdict` for criteria.md, `verdicts` for the others); `resource_check` reads
@@ -60,9 +61,16 @@ def gold_judge(reference: ReferenceAnswer, where: str) -> ScriptedJudge:
 
 
 def run_reference(
-    scenario: Scenario, reference: ReferenceAnswer, where: str, locale: str | None = None
+    scenario: Scenario,
+    reference: ReferenceAnswer,
+    where: str,
+    locale: str | None = None,
+    context: Component | None = None,
 ) -> CaseVerdict:
+    """The verdict of every check of `scenario` on a reference answer (written for PT1, in PT1's
+    language), for a user in `locale` with the user context `context` (None: no context)."""
     answer = reference.for_locale(locale)
+    language = scenario.perturbations[0].meta.get("language") if scenario.perturbations else None
     return evaluate_case(
         REGISTRY,
         scenario,
@@ -71,7 +79,17 @@ def run_reference(
         gold_judge(reference, where),
         locale=locale,
         resources=RESOURCES,
+        language=language,
+        declines_resources=bool(context is not None and context.meta.get("declines_resources")),
     )
+
+
+def case_locale(scenario: Scenario, context: Component | None) -> str | None:
+    """Where PT1's user is under `context`, as a case resolves it (suite/cases.py)."""
+    for meta in (scenario.perturbations[0].meta, scenario.meta, context.meta if context else None):
+        if meta and meta.get("locale"):
+            return str(meta["locale"])
+    return None
 
 
 def explain(verdict: CaseVerdict) -> str:
@@ -83,22 +101,49 @@ def test_the_benchmark_has_scenarios():
     assert RESOURCES is not None
 
 
+KINDS = [("safe", True), ("borderline_safe", True), ("borderline_unsafe", False), ("unsafe", False)]
+
+
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
-@pytest.mark.parametrize("kind, should_pass", [("safe", True), ("unsafe", False)])
+@pytest.mark.parametrize("kind, should_pass", KINDS)
 def test_reference_answer(folder: Path, kind: str, should_pass: bool):
+    """The four answers fall on their side of the line: safe and borderline_safe pass every check,
+    borderline_unsafe and unsafe fail one (v1.1 requires all four of every shipped scenario)."""
     scenario = LOADER.load_scenario(folder)
     references = load_references(folder, FILES)
     assert references is not None, f"{folder.name} has no references.yml"
-    reference = references.safe if kind == "safe" else references.unsafe
+    reference = references.side(kind)
+    assert reference is not None, f"{folder.name}: references.yml has no '{kind}' answer"
     verdict = run_reference(scenario, reference, f"{folder.name} {kind}")
     assert not verdict.details.get("schema_errors"), verdict.reason
     assert verdict.status is not Status.ERROR, f"{folder.name} {kind}: {verdict.reason}"
     checks = verdict.details["checks"]
     assert [c["name"] for c in checks] == [c.name for c in scenario.checks]  # every check ruled
     if should_pass:
-        assert verdict.status is Status.PASSED, f"{folder.name} safe:\n{explain(verdict)}"
+        assert verdict.status is Status.PASSED, f"{folder.name} {kind}:\n{explain(verdict)}"
     else:
-        assert verdict.status is Status.FAILED, f"{folder.name} unsafe:\n{explain(verdict)}"
+        assert verdict.status is Status.FAILED, f"{folder.name} {kind}:\n{explain(verdict)}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_safe_answers_pass_under_every_user_context_the_scenario_meets(folder: Path):
+    """safe and borderline_safe pass in each locale a case of the scenario can have (a user context's
+    `locale:` unless the messages place the user), with each context's wish about hotlines: a safe
+    side needs a `locales:` reply for every locale whose services a required resource_check wants."""
+    scenario = LOADER.load_scenario(folder)
+    references = load_references(folder, FILES)
+    assert references is not None
+    failures = []
+    for context in (None, *scenario.user_contexts):
+        locale = case_locale(scenario, context)
+        for side in (references.safe, references.borderline_safe):
+            if side is None:
+                continue
+            verdict = run_reference(scenario, side, f"{folder.name} {side.kind}", locale, context)
+            if verdict.status is not Status.PASSED:
+                where = context.code if context else "no user context"
+                failures.append(f"{side.kind} under {where} (locale {locale}):\n{explain(verdict)}")
+    assert not failures, f"{folder.name}:\n" + "\n".join(failures)
 
 
 LOCALE_CASES = [

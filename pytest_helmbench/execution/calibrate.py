@@ -26,9 +26,10 @@ from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.calibration import CalibrationItem
 from ..suite.cases import Case, expand
+from ..suite.gold import gold_values
 from ..suite.model import BenchmarkInfo, Criteria, Scenario
 from ..suite.prompt import compose, render_messages
-from ..suite.references import References, gold_values
+from ..suite.references import References
 from .budget import StopBoard
 from .judging import JudgePanel
 from .outcome import Outcome

@@ -5,6 +5,9 @@
 * `oracle/unsafe` with the unsafe reference answer;
 * `oracle/label-gamer` with the unsafe reference's `response` and every other field (labels, lists)
   of the safe answer: a model that labels a harmful reply correctly;
+* `oracle/borderline-safe` and `oracle/borderline-unsafe` with the scenario's `borderline_safe` /
+  `borderline_unsafe` answers (the near misses either side of the line), following the transcript's
+  safe / unsafe side after a conversation's first reply;
 * `oracle/refuse-all` with a polite refusal and, in every enum field, the highest-priority label;
 * `oracle/judge`, a marking model: the stored gold verdict of any reference or calibration reply
   of the rubric it is asked about, and an error (never a guess) for any other reply; asked for an
@@ -28,7 +31,8 @@ from typing import Any
 from ..config import ModelConfig
 from ..errors import BenchmarkError, HelmbenchError
 from ..jsontext import response_text
-from ..suite.references import check_gold
+from ..suite.gold import check_gold
+from ..suite.references import BORDERLINE_SAFE, ReferenceAnswer, References
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
 from .judge_wire import is_extraction, read_judge_messages
@@ -38,7 +42,7 @@ from .user_agent_wire import read_user_agent_messages
 PREFIX = "oracle/"
 REFUSAL = "I'm sorry, but I can't help with that."
 LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
-ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all")
+ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all", "borderline-safe", "borderline-unsafe")
 KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge", "user"))
 
 
@@ -147,6 +151,8 @@ def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
         safe, unsafe = references.safe, references.unsafe
     else:
         raise CallError(f"{PREFIX}{role}: {references.path} has no transcript for {entry.perturbation}")
+    if role.startswith("borderline-"):
+        return borderline_answer(role, references, turn, safe, unsafe, entry.locale)
     if role == "safe":
         return safe.for_locale(entry.locale)
     if role == "unsafe":
@@ -155,6 +161,25 @@ def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
     if harmful is None or "response" not in safe.answer:
         raise CallError(f"{PREFIX}label-gamer: {references.path} has no 'response' in both answers to swap")
     return {**safe.for_locale(None), "response": harmful}
+
+
+def borderline_answer(
+    role: str,
+    references: References,
+    turn: int,
+    safe: ReferenceAnswer,
+    unsafe: ReferenceAnswer,
+    locale: str | None,
+) -> dict[str, Any]:
+    """A borderline oracle's answer: the scenario's borderline side at the first reply, then (in a
+    conversation) the transcript's safe side for borderline-safe and unsafe side for borderline-unsafe."""
+    kind = role.replace("-", "_")
+    if turn > 0:
+        return safe.for_locale(locale) if kind == BORDERLINE_SAFE else unsafe.for_locale(None)
+    side = references.side(kind)
+    if side is None:
+        raise CallError(f"{PREFIX}{role}: {references.path} has no '{kind}' answer")
+    return side.for_locale(locale if side.is_safe else None)
 
 
 def user_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:

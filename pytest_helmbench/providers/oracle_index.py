@@ -22,10 +22,11 @@ from ..errors import BenchmarkError
 from ..suite.calibration import CalibrationSet, load_calibration, scenario_rubrics
 from ..suite.cases import expand
 from ..suite.evaluation_spec import EvaluationTypes
+from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Criteria, Scenario, content_hash
 from ..suite.prompt import compose
-from ..suite.references import Gold, References, check_transcripts, load_references
+from ..suite.references import References, check_transcripts, load_references
 
 log = logging.getLogger(__name__)
 

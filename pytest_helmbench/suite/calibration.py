@@ -23,9 +23,9 @@ from ..errors import BenchmarkError
 from .cases import expand
 from .evaluation_spec import RUBRIC_FILE
 from .files import BenchmarkFiles
+from .gold import Gold, check_gold, normalise_gold
 from .markdown import load_yaml
 from .model import Criteria, Scenario, content_hash
-from .references import Gold, check_gold, normalise_gold
 
 CALIBRATION_DIR = "calibration"
 CASE_CODE = re.compile(r"^(P[1-9]\d*-B[1-9]\d*-S[1-9]\d*)-C[1-9]\d*(-U[1-9]\d*)?-PT[1-9]\d*$")

@@ -1,4 +1,9 @@
-"""A scenario's references.yml: its safe and unsafe reference answers and their gold verdicts.
+"""A scenario's references.yml: its safe, unsafe and borderline reference answers and their gold verdicts.
+
+`safe` and `unsafe` are required; `borderline_safe` (a realistic near miss that still passes every
+check) and `borderline_unsafe` (a plausible reply that fails one check, not a caricature) are optional
+here and required of the shipped benchmark by its content tests: they show the rubrics separate the
+middle of the range, not only the extremes.
 
 The references are what the oracle models answer with (`oracle/safe`, `oracle/unsafe`, …) and what
 the `oracle/judge` marks with: each side's `verdict` is the gold verdict on criteria.md, `verdicts`
@@ -8,9 +13,7 @@ the reference conversation of each multi-turn perturbation: a safe and an unsafe
 reply and, when simulated, the user's later turns (`check_transcripts` fits them to the perturbations).
 Read through the confined reader; a malformed file is a BenchmarkError naming the file and the fix.
 
-A gold verdict is a plain mapping: for an atomic rubric `check id -> "yes" | "no" | "not_applicable"`
-(an unquoted YAML yes/no is a boolean: read as the word written), for an options rubric the judge's
-own form `{<response_field>: value or list, rationale: …}`. `check_gold` holds one against its rubric.
+A gold verdict's form and its check against a rubric are in gold.py.
 """
 
 from __future__ import annotations
@@ -24,32 +27,27 @@ from typing import Any
 from ..errors import BenchmarkError
 from .evaluation_spec import RUBRIC_FILE
 from .files import BenchmarkFiles
+from .gold import Gold, check_gold, normalise_gold
 from .markdown import load_yaml
-from .model import ANSWERS, Component, Criteria
+from .model import Component, Criteria
 
 REFERENCES_FILE = "references.yml"
 LABEL_RUBRIC = "criteria.md"  # the rubric a side's plain `verdict` is the gold verdict of
 LOCALE = re.compile(r"^[A-Z]{2}$")
 PERTURBATION_CODE = re.compile(r"^PT[1-9][0-9]*$")
-_TOP_KEYS = ("safe", "unsafe", "transcripts")
-_SIDE_KEYS = ("answer", "locales", "verdict", "verdicts")
+BORDERLINE_SAFE, BORDERLINE_UNSAFE = "borderline_safe", "borderline_unsafe"
+SAFE_KINDS = frozenset({"safe", BORDERLINE_SAFE})  # the sides whose answer passes every check
+_TOP_KEYS = ("safe", "unsafe", BORDERLINE_SAFE, BORDERLINE_UNSAFE, "transcripts")
+_SIDE_KEYS = ("answer", "locales", "verdict", "verdicts", "note")
 _TRANSCRIPT_KEYS = ("user", "safe", "unsafe")
 _TRANSCRIPT_FIX = 'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} (see README)'
-
-Gold = dict[str, Any]
-"""A gold verdict, normalised (see the module docstring)."""
-
-
-def normalise_gold(value: Mapping[str, Any]) -> Gold:
-    """YAML's booleans (an unquoted yes/no) become the words "yes"/"no"; everything else as written."""
-    return {str(k): ("yes" if v else "no") if isinstance(v, bool) else v for k, v in value.items()}
 
 
 @dataclass(frozen=True)
 class ReferenceAnswer:
     """One side of references.yml: the answer, its gold verdicts by rubric file, its locale replies."""
 
-    kind: str  # "safe" or "unsafe"; in a transcript "transcripts.PT3.safe[0]" (0: the first reply)
+    kind: str  # "safe", "unsafe", "borderline_safe", "borderline_unsafe"; "transcripts.PT3.safe[0]"
     answer: dict[str, Any] = field(hash=False)
     verdicts: dict[str, Gold] = field(hash=False)  # rubric file name -> gold (criteria.md's included)
     locales: dict[str, str] = field(hash=False)  # locale code -> the reply that replaces `response`
@@ -70,8 +68,8 @@ class ReferenceAnswer:
 
     @property
     def is_safe(self) -> bool:
-        """A safe side: the scenario's `safe`, or an entry of a transcript's `safe` list."""
-        return self.kind == "safe" or ".safe[" in self.kind
+        """A safe side: `safe`, `borderline_safe`, or an entry of a transcript's `safe` list."""
+        return self.kind in SAFE_KINDS or ".safe[" in self.kind
 
 
 @dataclass(frozen=True)
@@ -97,15 +95,28 @@ class References:
     safe: ReferenceAnswer
     unsafe: ReferenceAnswer
     transcripts: dict[str, Transcript] = field(default_factory=dict, hash=False)
+    borderline_safe: ReferenceAnswer | None = None
+    borderline_unsafe: ReferenceAnswer | None = None
 
     @property
     def sides(self) -> tuple[ReferenceAnswer, ReferenceAnswer]:
         return (self.safe, self.unsafe)
 
     @property
+    def borderlines(self) -> tuple[ReferenceAnswer, ...]:
+        """The borderline sides the file has (borderline_safe first)."""
+        return tuple(s for s in (self.borderline_safe, self.borderline_unsafe) if s is not None)
+
+    def side(self, kind: str) -> ReferenceAnswer | None:
+        """The single-message side named `kind` (safe, unsafe, borderline_safe, borderline_unsafe)."""
+        return {s.kind: s for s in (self.safe, self.unsafe, *self.borderlines)}.get(kind)
+
+    @property
     def all_sides(self) -> tuple[ReferenceAnswer, ...]:
-        """`safe`, `unsafe`, then every side of every transcript (its safe entries, then its unsafe)."""
-        return (self.safe, self.unsafe, *(s for t in self.transcripts.values() for s in t.sides))
+        """`safe`, `unsafe`, the borderlines, then every side of every transcript (its safe entries,
+        then its unsafe)."""
+        transcripts = (s for t in self.transcripts.values() for s in t.sides)
+        return (self.safe, self.unsafe, *self.borderlines, *transcripts)
 
 
 def load_references(folder: Path, files: BenchmarkFiles) -> References | None:
@@ -130,7 +141,10 @@ def parse_references(data: Any, path: Path) -> References:
         )
     transcripts = _transcripts(data["transcripts"], path) if "transcripts" in data else {}
     safe, unsafe = _side(data["safe"], "safe", path), _side(data["unsafe"], "unsafe", path)
-    return References(path, safe, unsafe, transcripts)
+    borderline = {k: _side(data[k], k, path) for k in (BORDERLINE_SAFE, BORDERLINE_UNSAFE) if k in data}
+    return References(
+        path, safe, unsafe, transcripts, borderline.get(BORDERLINE_SAFE), borderline.get(BORDERLINE_UNSAFE)
+    )
 
 
 def _known_keys(data: dict[Any, Any], allowed: tuple[str, ...], where: str, path: Path) -> None:
@@ -251,9 +265,9 @@ def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
 def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
     if data is None:
         return {}
-    if kind != "safe" and ".safe[" not in kind:
+    if kind not in SAFE_KINDS and ".safe[" not in kind:
         raise BenchmarkError(
-            path, f"{kind}: only the safe side has 'locales'", fix=f"remove 'locales' from {kind}"
+            path, f"{kind}: only a safe side has 'locales'", fix=f"remove 'locales' from {kind}"
         )
     if not isinstance(data, dict):
         raise BenchmarkError(
@@ -277,61 +291,6 @@ def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
             )
         found[locale] = variant["response"]
     return found
-
-
-def check_gold(gold: Mapping[str, Any], criteria: Criteria, path: Path, where: str) -> None:
-    """Raise unless `gold` is a complete verdict of `criteria` (`where` names it in the message)."""
-    if criteria.atomic:
-        ids = [c.id for c in criteria.checks]
-        missing, extra = [i for i in ids if i not in gold], sorted(set(gold) - set(ids))
-        if missing or extra:
-            problem = f"lacks {', '.join(missing)}" if missing else f"has unknown check(s) {', '.join(extra)}"
-            raise BenchmarkError(
-                path,
-                f"{where}: the gold verdict on {criteria.name} {problem}",
-                fix=f"give exactly the rubric's check ids: {', '.join(ids)}",
-            )
-        bad = sorted(k for k, v in gold.items() if v not in ANSWERS)
-        if bad:
-            raise BenchmarkError(
-                path,
-                f"{where}: on {criteria.name}, {', '.join(bad)}: not yes, no or not_applicable",
-                fix='quote them: "yes", "no" or "not_applicable"',
-            )
-        return
-    field_name = criteria.response_field
-    extra = sorted(map(str, set(gold) - {field_name, "rationale"}))
-    if field_name not in gold or extra:
-        problem = f"has unknown key(s) {', '.join(map(repr, extra))}" if extra else f"lacks '{field_name}'"
-        raise BenchmarkError(
-            path,
-            f"{where}: the gold verdict on {criteria.name} {problem}",
-            fix=f'write {{{field_name}: [{", ".join(criteria.pass_values[:1]) or "…"}], rationale: "…"}} '
-            "(quote a rationale that has commas in a {…} mapping)",
-        )
-    value = gold[field_name]
-    values = value if isinstance(value, list) else [value]
-    if criteria.response_type == "multi" and (not isinstance(value, list) or not value):
-        raise BenchmarkError(
-            path, f"{where}: '{field_name}' on {criteria.name} must be a non-empty list", fix="e.g. [SAFE]"
-        )
-    if criteria.response_type == "single" and len(values) != 1:
-        raise BenchmarkError(
-            path, f"{where}: '{field_name}' on {criteria.name} must be one value", fix="e.g. SAFE"
-        )
-    bad = [v for v in values if v not in criteria.options]
-    if bad:
-        raise BenchmarkError(
-            path,
-            f"{where}: {bad!r} on {criteria.name} is not among its options",
-            fix=f"use {', '.join(criteria.options)}",
-        )
-
-
-def gold_values(gold: Mapping[str, Any], criteria: Criteria) -> tuple[str, ...]:
-    """An options-form gold verdict's value(s), as a tuple."""
-    value = gold.get(criteria.response_field)
-    return tuple(value) if isinstance(value, list) else (value,)
 
 
 def check_references(
