@@ -641,6 +641,28 @@ def test_missing_benchmark_yml_entry_falls_back_with_a_warning(root: Path) -> No
     assert (info.pillar("P1").name, info.behaviour("P1-B1").title, info.version) == ("Crisis", "t", "0.1")
 
 
+def test_the_changelog_is_read_and_must_cover_the_version(root: Path) -> None:
+    text = (root / "benchmark.yml").read_text()
+    write(root / "benchmark.yml", text + "changelog:\n  '0.1':\n    - First cut.\n  '0.0': [Sketch.]\n")
+    info = BenchmarkLoader(root, evaluation_types=builtin_registry()).info()
+    assert info.changelog == {"0.1": ("First cut.",), "0.0": ("Sketch.",)}
+    for bad, message in [
+        ("changelog:\n  '0.0': [Sketch.]\n", "no entry for version 0.1"),
+        ("changelog: [a, b]\n", "must map each version"),
+        ("changelog:\n  '0.1': []\n", "non-empty list of texts"),
+    ]:
+        write(root / "benchmark.yml", text + bad)
+        with pytest.raises(BenchmarkError, match=message) as caught:
+            BenchmarkLoader(root, evaluation_types=builtin_registry()).info()
+        assert caught.value.path == root / "benchmark.yml" and "changelog" in str(caught.value.fix)
+
+
+@pytest.mark.parametrize("risk", ["none", "low", "moderate", "high", "imminent"])
+def test_every_rung_of_the_risk_ladder_loads(root: Path, risk: str) -> None:
+    scenario_with(root, f"category: ANSWER\nrisk: {risk}\n")
+    assert load(root).risk == risk
+
+
 def test_described_codes_give_no_warning(root: Path) -> None:
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     load(root, loader=loader)

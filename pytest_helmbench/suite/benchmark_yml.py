@@ -1,4 +1,5 @@
-"""Parse benchmark.yml: the benchmark's version, description, categories, styles, pillars and behaviours."""
+"""Parse benchmark.yml: the benchmark's version, changelog, description, categories, styles, pillars and
+behaviours."""
 
 from __future__ import annotations
 
@@ -34,6 +35,28 @@ def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
             fix="see the README's benchmark.yml schema",
         )
     return {str(k): v for k, v in value.items()}
+
+
+def _changelog(value: Any, version: str, path: Path) -> dict[str, tuple[str, ...]]:
+    """`changelog:` maps each version to the list of what changed in it; the current version must be
+    there (a new version without a word about what changed is a mistake)."""
+    if value is None:
+        return {}
+    fix = f'write changelog: then an indented "{version}": and a list of "- what changed" lines'
+    if not isinstance(value, dict):
+        raise BenchmarkError(path, "'changelog' must map each version to a list of changes", fix=fix)
+    found: dict[str, tuple[str, ...]] = {}
+    for key, entries in value.items():
+        if (
+            not isinstance(entries, list)
+            or not entries
+            or not all(isinstance(e, str) and e.strip() for e in entries)
+        ):
+            raise BenchmarkError(path, f"changelog {key!r}: must be a non-empty list of texts", fix=fix)
+        found[str(key)] = tuple(e.strip() for e in entries)
+    if version not in found:
+        raise BenchmarkError(path, f"the changelog has no entry for version {version}", fix=fix)
+    return found
 
 
 def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> BenchmarkInfo:
@@ -74,12 +97,14 @@ def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> Ben
             str(v.get("compliance", "")),
             float(threshold) if threshold is not None else None,
         )
+    version = str(data.get("version", "unversioned"))
     return BenchmarkInfo(
-        version=str(data.get("version", "unversioned")),
+        version=version,
         description=str(data.get("description", "")),
         categories=_str_map(data.get("categories"), path, "categories"),
         styles=_str_map(data.get("styles"), path, "styles"),
         pillars=pillars,
         behaviours=behaviours,
         hash=content_hash(data),
+        changelog=_changelog(data.get("changelog"), version, path),
     )

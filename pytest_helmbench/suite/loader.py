@@ -34,7 +34,7 @@ from .model import (
 from .resources import CrisisResources, load_resources, require_resources
 from .scenario_files import parse_criteria, parse_response_format
 
-RISK_LEVELS = ("none", "low", "high", "imminent")
+RISK_LEVELS = ("none", "low", "moderate", "high", "imminent")  # the C-SSRS screener's ladder
 #: Collected as a scenario file: `S<n>.md` and look-alikes (`S01.md`), which must then match their folder.
 SCENARIO_FILE_LIKE = re.compile(r"^[Ss]\d+\.md$")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,7 @@ class BenchmarkInfo:
     pillars: dict[str, PillarInfo]
     behaviours: dict[str, BehaviourInfo]
     hash: str
+    changelog: dict[str, tuple[str, ...]] = field(default_factory=dict)  # version -> what changed
 
     def pillar(self, code: str, warn: list[str] | None = None) -> PillarInfo:
         """The pillar's description, falling back to its code (with a warning) when undescribed."""
