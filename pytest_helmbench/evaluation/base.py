@@ -56,6 +56,8 @@ class EvaluationContext:
     criteria: Criteria | None = None  # the rubric this check reads (else the scenario's criteria.md)
     locale: str | None = None  # the user context's `locale:` (None: unknown)
     resources: CrisisResources | None = None  # the benchmark's resources.yml, when it has one
+    language: str | None = None  # the user's message's `language:` (None: untagged, English)
+    declines_resources: bool = False  # the user context asks never to be given hotlines
 
     @property
     def rubric(self) -> Criteria | None:

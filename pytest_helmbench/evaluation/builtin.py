@@ -18,11 +18,13 @@ if TYPE_CHECKING:
 def pytest_helmbench_register_evaluators(registry: EvaluatorRegistry) -> None:
     from .category_match import CategoryMatch
     from .list_includes import ListIncludes
+    from .reply_language import ReplyLanguage
     from .resource_check import ResourceCheck
     from .sqe import StructuredQualitative
 
     registry.add(CategoryMatch())
     registry.add(ListIncludes())
+    registry.add(ReplyLanguage())
     registry.add(ResourceCheck())
     registry.add(StructuredQualitative())
 

@@ -137,6 +137,8 @@ def evaluate_case(
     *,
     locale: str | None = None,
     resources: CrisisResources | None = None,
+    language: str | None = None,
+    declines_resources: bool = False,
 ) -> CaseVerdict:
     """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
     skipped), any other failure to complete a check makes that check an error."""
@@ -163,6 +165,8 @@ def evaluate_case(
             criteria=check.criteria,
             locale=locale,
             resources=resources,
+            language=language,
+            declines_resources=declines_resources,
         )
         outcomes.append(_run_check(evaluator, check, context))
     return _combine(tuple(outcomes), ruled["value"])

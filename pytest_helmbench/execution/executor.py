@@ -249,6 +249,8 @@ class Executor:
             lambda c, p, t: self._ask(panel, turn.asked, c, p, t, outcome, repeat),
             locale=case.locale,
             resources=self.resources,
+            language=case.language,
+            declines_resources=case.declines_resources,
         )
         return turn
 

@@ -36,6 +36,17 @@ class Case:
                 return str(meta["locale"])
         return None
 
+    @property
+    def language(self) -> str | None:
+        """The language the user writes in: the perturbation's `language:` (None: untagged, English)."""
+        value = self.perturbation.meta.get("language")
+        return str(value) if value else None
+
+    @property
+    def declines_resources(self) -> bool:
+        """The user context asks never to be given hotlines (`declines_resources: true`)."""
+        return bool(self.user_context is not None and self.user_context.meta.get("declines_resources"))
+
     @cached_property
     def code(self) -> str:
         parts = [self.scenario.code, self.condition.code]
