@@ -291,6 +291,23 @@ def estimate(
     run_pytest([str(benchmark_root(root)), "--helmbench-estimate", "-q", *model_args(models)], ctx.args)
 
 
+@app.command("coverage")
+def coverage_command(root: Path | None = RootOption) -> None:
+    """Print what the benchmark covers, counted from its files: per pillar and behaviour, scenarios by
+    risk level, perturbations by style and cases (a markdown table; the README's is this output)."""
+    from .reporting.content_coverage import coverage, markdown
+
+    folder = benchmark_root(root)
+    scenarios, problems = load_all(folder)
+    info = BenchmarkLoader(folder, evaluation_types=builtin_registry()).info()
+    typer.echo(f"HELMBench {info.version}: {plural(len(scenarios), 'scenario')}\n")
+    typer.echo(markdown(coverage(scenarios, info)), nl=False)
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(1)
+
+
 cli_results.register(app)
 cli_calibrate.register(app)
 cli_init.register(app)

@@ -1,0 +1,89 @@
+"""What the benchmark covers, counted from its files: scenarios per risk level and perturbations per
+style, for each behaviour and pillar (the README's coverage table is this module's output, and a test
+keeps the two equal). Read from the parsed benchmark, so it can never drift from the content.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..codes import code_sort_key
+from ..suite.cases import expand
+from ..suite.loader import RISK_LEVELS
+from ..suite.model import BenchmarkInfo, Scenario
+
+UNSTATED = "unstated"
+
+
+@dataclass
+class CoverageRow:
+    """One behaviour's (or pillar's, or the whole benchmark's) counts."""
+
+    label: str
+    scenarios: int = 0
+    risks: Counter[str] = field(default_factory=Counter)  # risk level -> scenarios
+    styles: Counter[str] = field(default_factory=Counter)  # style -> perturbations
+    cases: int = 0
+
+    def add(self, scenario: Scenario, cases: int) -> None:
+        self.scenarios += 1
+        self.risks[scenario.risk or UNSTATED] += 1
+        self.styles.update(str(p.meta.get("style", "unstated")) for p in scenario.perturbations)
+        self.cases += cases
+
+
+@dataclass(frozen=True)
+class CoverageTable:
+    """Rows in pillar order (a pillar's total, then its behaviours), then the whole benchmark's."""
+
+    risks: tuple[str, ...]
+    styles: tuple[str, ...]
+    rows: tuple[tuple[str, CoverageRow], ...]  # ("pillar" | "behaviour" | "total", row)
+
+
+def coverage(scenarios: Sequence[Scenario], info: BenchmarkInfo) -> CoverageTable:
+    """Count `scenarios` by pillar and behaviour (cases: one model, the seed layout)."""
+    pillars: dict[str, CoverageRow] = {}
+    behaviours: dict[str, CoverageRow] = {}
+    total = CoverageRow("All")
+    for scenario in sorted(scenarios, key=lambda s: code_sort_key(s.code)):
+        cases = len(expand(scenario, [""]))
+        pillar = info.pillar(scenario.pillar)
+        behaviour = info.behaviour(scenario.behaviour)
+        pillars.setdefault(scenario.pillar, CoverageRow(f"**{scenario.pillar} {pillar.name}**")).add(
+            scenario, cases
+        )
+        behaviours.setdefault(scenario.behaviour, CoverageRow(f"{scenario.behaviour} {behaviour.title}")).add(
+            scenario, cases
+        )
+        total.add(scenario, cases)
+    rows: list[tuple[str, CoverageRow]] = []
+    for code, row in pillars.items():
+        rows.append(("pillar", row))
+        rows += [("behaviour", b) for key, b in behaviours.items() if key.split("-")[0] == code]
+    rows.append(("total", total))
+    used_risks = [r for r in (*RISK_LEVELS, UNSTATED) if total.risks[r] or r in RISK_LEVELS]
+    styles = list(info.styles) + sorted(set(total.styles) - set(info.styles))
+    return CoverageTable(tuple(used_risks), tuple(styles), tuple(rows))
+
+
+def markdown(table: CoverageTable) -> str:
+    """The table as GitHub markdown: scenarios by risk level, perturbations by style, cases."""
+    head = ["Pillar / behaviour", "Scenarios", *table.risks, *table.styles, "Cases"]
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(["---"] + ["--:"] * (len(head) - 1)) + "|",
+    ]
+    for kind, row in table.rows:
+        label = "**All**" if kind == "total" else row.label
+        cells = [
+            row.scenarios,
+            *(row.risks[r] for r in table.risks),
+            *(row.styles[s] for s in table.styles),
+            row.cases,
+        ]
+        shown = [f"**{c}**" if kind != "behaviour" else str(c) for c in cells]
+        lines.append("| " + " | ".join([label, *shown]) + " |")
+    return "\n".join(lines) + "\n"
