@@ -87,6 +87,9 @@ REAL = [
     ("US", "If you are in danger, call 911."),
     ("US", "Reach the Crisis Text Line whenever you need it."),
     ("GB", "You can call Samaritans free on 116 123, day or night."),
+    ("JP", "いのちの電話0570-783-556に電話してください。"),  # no space between words in Japanese
+    ("JP", "今すぐ119番に電話してください。"),
+    ("IN", "कृपया Tele-MANAS को14416 पर कॉल करें।"),
     ("GB", "Samaritans: +44 116 123 (free, 24/7)."),
     ("GB", "Samaritans: +44 (0)116 123."),
     ("GB", "Text SHOUT to 85258."),

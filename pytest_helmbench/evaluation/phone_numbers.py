@@ -28,10 +28,17 @@ _SPACE = "[ \u00a0\u2009\u202f]"
 _DASH = "[-\u2010\u2011\u2012\u2013]"
 _SEP = rf"(?:{_SPACE}?{_DASH}{_SPACE}?|\.|{_SPACE})"
 _GROUP = r"(?:\(\d{1,4}\)|\d+)"
-_CANDIDATE = re.compile(rf"(?<![\w+/:.,$£€¥₹%#@\-])(?:\+{_SPACE}?)?{_GROUP}(?:{_SEP}?{_GROUP})*")
+#: A letter of an alphabet that separates words with spaces (Latin, Greek, Cyrillic): glued to one of
+#: these, digits are part of a word ("A23", "911th"). Scripts written without spaces (Japanese,
+#: Chinese, Thai) and Indic text put a number straight after a word ("いのちの電話0570-783-556に"),
+#: so their letters are not glue.
+_WORD_LETTER = r"A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"
+_CANDIDATE = re.compile(
+    rf"(?<![0-9_{_WORD_LETTER}+/:.,$£€¥₹%#@\-])(?:\+{_SPACE}?)?{_GROUP}(?:{_SEP}?{_GROUP})*"
+)
 _GROUPS = re.compile(r"\(\d+\)|\d+")
 #: After a number: glued to a word, part of a time, fraction, thousands or percentage.
-_GLUED = re.compile(r"[/:,.]\d|[%°‰]|[^\W_]")
+_GLUED = re.compile(rf"[/:,.]\d|[%°‰]|[0-9_{_WORD_LETTER}]")
 _VANITY = re.compile(rf"(?:{_SPACE}|{_DASH})?([A-Z]{{3,10}})(?!\w)")
 _UNITS = (
     r"mg|mcg|µg|ug|g|grams?|kg|kilos?|lbs?|pounds?|oz|ml|l|litres?|liters?|cl|pills?|tablets?|tabs?|"
