@@ -28,14 +28,8 @@ from pytest_helmbench.suite.files import BenchmarkFiles
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import split_consolidated, yaml_load
 from pytest_helmbench.suite.model import PERTURBATION, Component, Criteria, Scenario
-from pytest_helmbench.suite.references import (
-    ReferenceAnswer,
-    Transcript,
-    check_references,
-    check_transcripts,
-    load_references,
-    parse_references,
-)
+from pytest_helmbench.suite.reference_fit import check_references, check_transcripts
+from pytest_helmbench.suite.references import ReferenceAnswer, Transcript, load_references, parse_references
 from pytest_helmbench.suite.resources import load_resources
 from tests.judges import ScriptedJudge, chat_response, gold_reply
 
@@ -66,11 +60,15 @@ def run_reference(
     where: str,
     locale: str | None = None,
     context: Component | None = None,
+    perturbation: Component | None = None,
 ) -> CaseVerdict:
-    """The verdict of every check of `scenario` on a reference answer (written for PT1, in PT1's
-    language), for a user in `locale` with the user context `context` (None: no context)."""
-    answer = reference.for_locale(locale)
-    language = scenario.perturbations[0].meta.get("language") if scenario.perturbations else None
+    """The verdict of every check of `scenario` on a reference answer to `perturbation` (default PT1:
+    the reply it was written for, else its variant for that message's language), for a user in
+    `locale` with the user context `context` (None: no context)."""
+    perturbation = perturbation or (scenario.perturbations[0] if scenario.perturbations else None)
+    code = perturbation.code if perturbation is not None else None
+    answer = reference.for_case(locale, code)
+    language = perturbation.meta.get("language") if perturbation is not None else None
     return evaluate_case(
         REGISTRY,
         scenario,
@@ -84,9 +82,13 @@ def run_reference(
     )
 
 
-def case_locale(scenario: Scenario, context: Component | None) -> str | None:
-    """Where PT1's user is under `context`, as a case resolves it (suite/cases.py)."""
-    for meta in (scenario.perturbations[0].meta, scenario.meta, context.meta if context else None):
+def case_locale(
+    scenario: Scenario, context: Component | None, perturbation: Component | None = None
+) -> str | None:
+    """Where the user of `perturbation` (default PT1) is under `context`, as a case resolves it
+    (suite/cases.py)."""
+    perturbation = perturbation or scenario.perturbations[0]
+    for meta in (perturbation.meta, scenario.meta, context.meta if context else None):
         if meta and meta.get("locale"):
             return str(meta["locale"])
     return None
@@ -127,23 +129,27 @@ def test_reference_answer(folder: Path, kind: str, should_pass: bool):
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_safe_answers_pass_under_every_user_context_the_scenario_meets(folder: Path):
-    """safe and borderline_safe pass in each locale a case of the scenario can have (a user context's
-    `locale:` unless the messages place the user), with each context's wish about hotlines: a safe
-    side needs a `locales:` reply for every locale whose services a required resource_check wants."""
+    """safe and borderline_safe pass for every single-message perturbation, in each locale a case of
+    the scenario can have (a user context's `locale:` unless the messages place the user), with each
+    context's wish about hotlines: a safe side needs a `locales:` reply for every locale whose services
+    a required resource_check wants, and, under reply_language, a `perturbations:` reply for every
+    message in another language."""
     scenario = LOADER.load_scenario(folder)
     references = load_references(folder, FILES)
     assert references is not None
     failures = []
-    for context in (None, *scenario.user_contexts):
-        locale = case_locale(scenario, context)
-        for side in (references.safe, references.borderline_safe):
-            if side is None:
-                continue
-            verdict = run_reference(scenario, side, f"{folder.name} {side.kind}", locale, context)
-            if verdict.status is not Status.PASSED:
-                where = context.code if context else "no user context"
-                failures.append(f"{side.kind} under {where} (locale {locale}):\n{explain(verdict)}")
-    assert not failures, f"{folder.name}:\n" + "\n".join(failures)
+    single = [p for p in scenario.perturbations if p.dialogue is None or not p.dialogue.multi_turn]
+    for perturbation in single:
+        for context in (None, *scenario.user_contexts):
+            locale = case_locale(scenario, context, perturbation)
+            for side in (references.safe, references.borderline_safe):
+                if side is None:
+                    continue
+                verdict = run_reference(scenario, side, side.kind, locale, context, perturbation)
+                if verdict.status is not Status.PASSED:
+                    where = f"{perturbation.code} under {context.code if context else 'no user context'}"
+                    failures.append(f"{side.kind} to {where} (locale {locale}):\n{explain(verdict)}")
+    assert not failures, f"{folder.name}:\n" + "\n".join(failures[:6])
 
 
 LOCALE_CASES = [
@@ -345,7 +351,7 @@ ENTRY = "{answer: {response: x}}"
         ),
         (
             transcript(f"safe: [{ENTRY}]\nunsafe: [{{answer: {{}}, locales: {{GB: {{response: x}}}}}}]"),
-            "transcripts.PT3.unsafe[0]: only the safe side has 'locales'",
+            "transcripts.PT3.unsafe[0]: only a safe side has 'locales'",
         ),
         (
             transcript(

@@ -152,9 +152,8 @@ def extraction_items(
             continue
         for number, side in enumerate(refs.all_sides):
             gold = {k: v for k, v in side.answer.items() if k != RESPONSE_FIELD}
-            replies = [("", side.response)] + [(f" {loc}", r) for loc, r in sorted(side.locales.items())]
-            for label, reply in replies:
-                if reply is not None and gold:
+            for label, reply in side.replies():
+                if gold:
                     found.append((scenario, f"{code} {side.kind}#{number}{label}", reply, gold))
     if limit is not None and limit < len(found):
         found = sorted(found, key=lambda f: _digest(f[1]))[:limit]

@@ -1,7 +1,8 @@
 """Oracle models: built-in answerers that prove the benchmark cannot be gamed (no network, no key).
 
-* `oracle/safe` answers each case with its scenario's safe reference answer (references.yml), the
-  reply of the case's locale when the user context has a `locale:` the references give;
+* `oracle/safe` answers each case with its scenario's safe reference answer (references.yml): the
+  perturbation's variant when the references give one (a message in another language is answered
+  in it), the reply of the case's locale when they give that locale;
 * `oracle/unsafe` with the unsafe reference answer;
 * `oracle/label-gamer` with the unsafe reference's `response` and every other field (labels, lists)
   of the safe answer: a model that labels a harmful reply correctly;
@@ -152,9 +153,9 @@ def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
     else:
         raise CallError(f"{PREFIX}{role}: {references.path} has no transcript for {entry.perturbation}")
     if role.startswith("borderline-"):
-        return borderline_answer(role, references, turn, safe, unsafe, entry.locale)
+        return borderline_answer(role, references, turn, safe, unsafe, entry)
     if role == "safe":
-        return safe.for_locale(entry.locale)
+        return safe.for_case(entry.locale, entry.perturbation)
     if role == "unsafe":
         return unsafe.for_locale(None)
     harmful = unsafe.response
@@ -169,17 +170,21 @@ def borderline_answer(
     turn: int,
     safe: ReferenceAnswer,
     unsafe: ReferenceAnswer,
-    locale: str | None,
+    entry: CaseEntry,
 ) -> dict[str, Any]:
     """A borderline oracle's answer: the scenario's borderline side at the first reply, then (in a
     conversation) the transcript's safe side for borderline-safe and unsafe side for borderline-unsafe."""
     kind = role.replace("-", "_")
     if turn > 0:
-        return safe.for_locale(locale) if kind == BORDERLINE_SAFE else unsafe.for_locale(None)
+        return (
+            safe.for_case(entry.locale, entry.perturbation)
+            if kind == BORDERLINE_SAFE
+            else unsafe.for_locale(None)
+        )
     side = references.side(kind)
     if side is None:
         raise CallError(f"{PREFIX}{role}: {references.path} has no '{kind}' answer")
-    return side.for_locale(locale if side.is_safe else None)
+    return side.for_case(entry.locale, entry.perturbation) if side.is_safe else side.for_locale(None)
 
 
 def user_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Criteria, Scenario, content_hash
 from ..suite.prompt import compose
-from ..suite.references import References, check_transcripts, load_references
+from ..suite.reference_fit import check_transcripts
+from ..suite.references import References, load_references
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
 def _references_part(references: References | None) -> Any:
     if references is None:
         return None
-    return [(s.kind, s.answer, s.verdicts, s.locales) for s in references.all_sides]
+    return [(s.kind, s.answer, s.verdicts, list(s.replies())) for s in references.all_sides]
 
 
 def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
@@ -150,7 +150,7 @@ def _rubric(index: OracleIndex, criteria: Criteria) -> RubricGold:
 def _add_references(index: OracleIndex, scenario: Scenario, references: References) -> None:
     origin = f"{scenario.code}/{references.path.name}"
     for side in references.all_sides:
-        for _, reply in _side_replies(side.response, side.locales):
+        for _, reply in side.replies():
             index.answers.setdefault(reply_key(reply), []).append(side.answer)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
@@ -158,16 +158,8 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
             gold = side.gold(criteria.name)
             if gold is None:
                 continue
-            for label, reply in _side_replies(side.response, side.locales):
+            for label, reply in side.replies():
                 rubric.add(reply, GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path))
-
-
-def _side_replies(default: str | None, locales: dict[str, str]) -> Iterator[tuple[str, str]]:
-    """The default reply and each locale's (which keep the default's verdicts)."""
-    if default is not None:
-        yield "", default
-    for locale, reply in sorted(locales.items()):
-        yield f", locale {locale}", reply
 
 
 def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]) -> None:

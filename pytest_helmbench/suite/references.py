@@ -8,9 +8,11 @@ middle of the range, not only the extremes.
 The references are what the oracle models answer with (`oracle/safe`, `oracle/unsafe`, …) and what
 the `oracle/judge` marks with: each side's `verdict` is the gold verdict on criteria.md, `verdicts`
 maps any further rubric file to its gold verdict, and the safe side may carry per-locale variants of
-its reply (`locales: {GB: {response: …}}`), which keep the default's verdicts. `transcripts` holds
-the reference conversation of each multi-turn perturbation: a safe and an unsafe answer per judged
-reply and, when simulated, the user's later turns (`check_transcripts` fits them to the perturbations).
+its reply (`locales: {GB: {response: …}}`) and per-perturbation replies in the language of that
+perturbation's message (`perturbations: {PT6: {response: …}}`), which keep the side's verdicts.
+`transcripts` holds the reference conversation of each multi-turn perturbation: a safe and an unsafe
+answer per judged reply and, when simulated, the user's later turns. How the references fit a
+scenario (its rubrics, its conversations) is checked in reference_fit.py.
 Read through the confined reader; a malformed file is a BenchmarkError naming the file and the fix.
 
 A gold verdict's form and its check against a rubric are in gold.py.
@@ -19,7 +21,7 @@ A gold verdict's form and its check against a rubric are in gold.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,8 @@ from typing import Any
 from ..errors import BenchmarkError
 from .evaluation_spec import RUBRIC_FILE
 from .files import BenchmarkFiles
-from .gold import Gold, check_gold, normalise_gold
+from .gold import Gold, normalise_gold
 from .markdown import load_yaml
-from .model import Component, Criteria
 
 REFERENCES_FILE = "references.yml"
 LABEL_RUBRIC = "criteria.md"  # the rubric a side's plain `verdict` is the gold verdict of
@@ -38,7 +39,7 @@ PERTURBATION_CODE = re.compile(r"^PT[1-9][0-9]*$")
 BORDERLINE_SAFE, BORDERLINE_UNSAFE = "borderline_safe", "borderline_unsafe"
 SAFE_KINDS = frozenset({"safe", BORDERLINE_SAFE})  # the sides whose answer passes every check
 _TOP_KEYS = ("safe", "unsafe", BORDERLINE_SAFE, BORDERLINE_UNSAFE, "transcripts")
-_SIDE_KEYS = ("answer", "locales", "verdict", "verdicts", "note")
+_SIDE_KEYS = ("answer", "locales", "perturbations", "verdict", "verdicts", "note")
 _TRANSCRIPT_KEYS = ("user", "safe", "unsafe")
 _TRANSCRIPT_FIX = 'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} (see README)'
 
@@ -51,6 +52,8 @@ class ReferenceAnswer:
     answer: dict[str, Any] = field(hash=False)
     verdicts: dict[str, Gold] = field(hash=False)  # rubric file name -> gold (criteria.md's included)
     locales: dict[str, str] = field(hash=False)  # locale code -> the reply that replaces `response`
+    # perturbation code -> the same answer in that message's language (its own `locales` possible)
+    perturbations: dict[str, ReferenceAnswer] = field(default_factory=dict, hash=False)
 
     @property
     def response(self) -> str | None:
@@ -62,6 +65,22 @@ class ReferenceAnswer:
         if locale is None or locale not in self.locales:
             return dict(self.answer)
         return {**self.answer, "response": self.locales[locale]}
+
+    def for_case(self, locale: str | None, perturbation: str | None) -> dict[str, Any]:
+        """The answer for a case: the perturbation's variant (a message in another language is
+        answered in it) when there is one, then the locale's reply."""
+        variant = self.perturbations.get(perturbation or "")
+        return (variant or self).for_locale(locale)
+
+    def replies(self) -> Iterator[tuple[str, str]]:
+        """(label, reply) of every reply this side gives: the default, each locale's, and each
+        perturbation variant's (all keep this side's verdicts)."""
+        if self.response is not None:
+            yield "", self.response
+        for locale, reply in sorted(self.locales.items()):
+            yield f", locale {locale}", reply
+        for code, variant in sorted(self.perturbations.items()):
+            yield from ((f", {code}{label}", reply) for label, reply in variant.replies())
 
     def gold(self, rubric: str) -> Gold | None:
         return self.verdicts.get(rubric)
@@ -232,7 +251,36 @@ def _side(data: Any, kind: str, path: Path) -> ReferenceAnswer:
             )
         verdicts[LABEL_RUBRIC] = normalise_gold(verdict)
     locales = _locales(data.get("locales"), kind, path)
-    return ReferenceAnswer(kind, dict(answer), verdicts, locales)
+    side = ReferenceAnswer(kind, dict(answer), verdicts, locales)
+    side.perturbations.update(_perturbation_variants(data.get("perturbations"), side, path))
+    return side
+
+
+def _perturbation_variants(data: Any, side: ReferenceAnswer, path: Path) -> dict[str, ReferenceAnswer]:
+    """`perturbations: {PT6: {response: …, locales: {…}}}` on a safe side: the same answer written in
+    the language of that perturbation's message, with the side's verdicts."""
+    if data is None:
+        return {}
+    kind, fix = side.kind, "write perturbations: {PT6: {response: …}} (optionally with its own locales)"
+    if not side.is_safe or ".safe[" in kind:
+        raise BenchmarkError(path, f"{kind}: only safe and borderline_safe have 'perturbations'", fix=fix)
+    if not isinstance(data, dict):
+        raise BenchmarkError(path, f"{kind}: 'perturbations' must be a mapping", fix=fix)
+    found = {}
+    for code, variant in data.items():
+        where = f"{kind}.perturbations.{code}"
+        if not isinstance(code, str) or not PERTURBATION_CODE.match(code):
+            raise BenchmarkError(
+                path, f"{kind}: perturbations key {code!r} is not a perturbation code", fix=fix
+            )
+        if not isinstance(variant, dict) or not isinstance(variant.get("response"), str):
+            raise BenchmarkError(path, f"{where} must be a mapping with a 'response' (a text)", fix=fix)
+        _known_keys(variant, ("response", "locales"), where, path)
+        answer = {**side.answer, "response": variant["response"]}
+        found[code] = ReferenceAnswer(
+            where, answer, side.verdicts, _locales(variant.get("locales"), where, path)
+        )
+    return found
 
 
 def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
@@ -265,7 +313,7 @@ def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
 def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
     if data is None:
         return {}
-    if kind not in SAFE_KINDS and ".safe[" not in kind:
+    if kind.split(".perturbations.")[0] not in SAFE_KINDS and ".safe[" not in kind:
         raise BenchmarkError(
             path, f"{kind}: only a safe side has 'locales'", fix=f"remove 'locales' from {kind}"
         )
@@ -291,68 +339,3 @@ def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
             )
         found[locale] = variant["response"]
     return found
-
-
-def check_references(
-    references: References,
-    rubrics: Mapping[str, Criteria],
-    perturbations: Iterable[Component] | None = None,
-) -> None:
-    """Every gold verdict (of every side, transcripts included) names a rubric the scenario uses
-    (`rubrics`: file name -> Criteria) and is complete for it; with the scenario's `perturbations`, the
-    transcripts fit them too (`check_transcripts`)."""
-    if perturbations is not None:
-        check_transcripts(references, perturbations)
-    for side in references.all_sides:
-        for rubric, gold in side.verdicts.items():
-            criteria = rubrics.get(rubric)
-            if criteria is None:
-                raise BenchmarkError(
-                    references.path,
-                    f"{side.kind}: a gold verdict names {rubric}, which no check of the scenario uses",
-                    fix=f"use one of {', '.join(sorted(rubrics)) or 'none (the scenario has no rubric)'}",
-                )
-            check_gold(gold, criteria, references.path, side.kind)
-
-
-def check_transcripts(references: References, perturbations: Iterable[Component]) -> None:
-    """Every conversation among `perturbations` has a transcript, and every transcript is one's, of its
-    shape: a scripted conversation has one judged reply and no `user`; a simulated one has one answer
-    per side for its first message and each later user turn, no more than its `turns`."""
-    codes = {p.code: p for p in perturbations}
-    conversations = [c for c, p in codes.items() if p.dialogue is not None and p.dialogue.multi_turn]
-    for code, transcript in references.transcripts.items():
-        problem = _transcript_problem(transcript, codes.get(code), conversations)
-        if problem is not None:
-            raise BenchmarkError(references.path, f"transcripts.{code}: {problem[0]}", fix=problem[1])
-    missing = [code for code in conversations if code not in references.transcripts]
-    if missing:
-        raise BenchmarkError(
-            references.path,
-            f"{', '.join(missing)}: a conversation without a reference transcript",
-            fix=f"add transcripts: {{{missing[0]}: {{…}}}} (see README, references.yml)",
-        )
-
-
-def _transcript_problem(
-    transcript: Transcript, perturbation: Component | None, conversations: list[str]
-) -> tuple[str, str] | None:
-    """What is wrong with a transcript for this perturbation (message, fix), or None."""
-    code = transcript.perturbation
-    if perturbation is None or perturbation.dialogue is None or not perturbation.dialogue.multi_turn:
-        what = "no perturbation" if perturbation is None else "a single-message perturbation"
-        return f"{code} is {what} of the scenario", f"key it by a conversation ({', '.join(conversations)})"
-    simulation, replies = perturbation.dialogue.simulation, len(transcript.safe)
-    if simulation is None and (transcript.user or replies != 1):
-        extra = " and user turns" if transcript.user else ""
-        return (
-            f"{code} is scripted (one judged reply); its transcript has {replies} answer(s) per side{extra}",
-            "give one safe and one unsafe answer, to its last user turn, and no 'user' (its turns are in "
-            "perturbations.md)",
-        )
-    if simulation is not None and replies > simulation.turns:
-        return (
-            f"{replies} replies, more than {code}'s simulate: {{turns: {simulation.turns}}}",
-            "shorten the transcript (fewer user turns and answers), or raise 'turns'",
-        )
-    return None
