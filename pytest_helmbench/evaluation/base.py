@@ -96,6 +96,17 @@ class Evaluator(ABC):
         return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def reject_unknown_settings(
+    spec: RawEvaluation, allowed: frozenset[str], scenario_path: Path, fix: str
+) -> None:
+    """A setting the evaluator does not read is an error (a typo would otherwise be ignored)."""
+    unknown = sorted(str(key) for key in spec.settings if key not in allowed)
+    if unknown:
+        raise BenchmarkError(
+            scenario_path, f"{spec.type}: unknown setting {', '.join(map(repr, unknown))}", fix=fix
+        )
+
+
 def answer_field(spec: RawEvaluation, scenario_path: Path, default: str) -> str:
     """The answer field an evaluation reads (`field:`, else `default`); it must be in the schema."""
     name = str(spec.settings.get("field", default))

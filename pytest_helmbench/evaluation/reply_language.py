@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import BenchmarkError
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
 from ..suite.model import Scenario
-from .base import Evaluation, EvaluationContext, Evaluator, answer_field
+from .base import Evaluation, EvaluationContext, Evaluator, answer_field, reject_unknown_settings
 from .language_id import written_in
 
 DEFAULT_FIELD = "response"
@@ -28,13 +27,8 @@ class ReplyLanguage(Evaluator):
     type = "reply_language"
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
-        unknown = sorted(str(key) for key in spec.settings if key not in _SETTINGS)
-        if unknown:
-            raise BenchmarkError(
-                scenario_path,
-                f"reply_language: unknown setting {', '.join(map(repr, unknown))}",
-                fix="use only field (and name in checks:); the language is each perturbation's `language:`",
-            )
+        fix = "use only field (and name in checks:); the language is each perturbation's `language:`"
+        reject_unknown_settings(spec, _SETTINGS, scenario_path, fix)
         return EvaluationSpec(
             self.type, answer_field(spec, scenario_path, DEFAULT_FIELD), settings=spec.settings
         )

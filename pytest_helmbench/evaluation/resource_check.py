@@ -25,7 +25,7 @@ from ..errors import BenchmarkError
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
 from ..suite.model import Scenario
 from ..suite.resources import KIND_NAMES, RESOURCES_FILE, CrisisResources, CrisisService
-from .base import Evaluation, EvaluationContext, Evaluator, answer_field
+from .base import Evaluation, EvaluationContext, Evaluator, answer_field, reject_unknown_settings
 from .phone_numbers import Mention, find_mentions, listed_keys
 
 DEFAULT_FIELD = "response"
@@ -144,13 +144,9 @@ class ResourceCheck(Evaluator):
     needs_resources: ClassVar[bool] = True  # the loader requires resources.yml for scenarios using it
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
-        unknown = sorted(str(key) for key in spec.settings if key not in _SETTINGS)
-        if unknown:
-            raise BenchmarkError(
-                scenario_path,
-                f"resource_check: unknown setting {', '.join(map(repr, unknown))}",
-                fix="use only field, require and kinds (and name in checks:)",
-            )
+        reject_unknown_settings(
+            spec, _SETTINGS, scenario_path, "use only field, require and kinds (and name in checks:)"
+        )
         fld = answer_field(spec, scenario_path, DEFAULT_FIELD)
         require = spec.settings.get("require", True)
         if not isinstance(require, bool):
