@@ -71,7 +71,7 @@ def complete(words: str) -> list[str]:
 
 
 def test_completion_offers_commands_and_format_choices():
-    assert complete("helmbench co") == ["costs"]
+    assert complete("helmbench co") == ["coverage", "costs"]
     assert {"list", "report", "export", "db", "cache"} <= set(complete("helmbench "))
     assert complete("helmbench export --format ") == ["csv", "json", "jsonl", "parquet"]
     assert complete("helmbench db ") == ["upgrade", "stamp"]

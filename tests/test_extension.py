@@ -124,7 +124,7 @@ def test_an_unknown_type_is_still_a_collection_error_listing_the_registered_ones
     result.stdout.fnmatch_lines(
         [
             f"*{root / 'scenarios' / 'P1-B1-S1' / 'S1.md'}: unknown evaluation type 'fuzzy_match'",
-            "*fix: use one of category_match, list_includes, resource_check, sqe, word_count",
+            "*fix: use one of category_match, list_includes, reply_language, resource_check, sqe, word_count",
         ]
     )
     assert helm_env.chat_requests == []
@@ -179,11 +179,18 @@ class JudgedShouty(Shouty):
 
 def test_registry_add_get_names() -> None:
     registry = builtin_registry()
-    assert registry.names() == ["category_match", "list_includes", "resource_check", "sqe"]
+    assert registry.names() == ["category_match", "list_includes", "reply_language", "resource_check", "sqe"]
     registry.add(Shouty())
-    assert registry.names() == ["category_match", "list_includes", "resource_check", "shouty", "sqe"]
-    assert isinstance(registry.get("shouty"), Shouty) and "shouty" in registry and len(registry) == 5
-    assert [registry.get(n).needs_judge for n in registry.names()] == [False, False, False, False, True]
+    assert registry.names() == [
+        "category_match",
+        "list_includes",
+        "reply_language",
+        "resource_check",
+        "shouty",
+        "sqe",
+    ]
+    assert isinstance(registry.get("shouty"), Shouty) and "shouty" in registry and len(registry) == 6
+    assert [registry.get(n).needs_judge for n in registry.names()] == [False, False, False, False, False, True]
     with pytest.raises(KeyError, match="unknown evaluation type 'nope' \\(known: category_match"):
         registry.get("nope")
 

@@ -64,14 +64,15 @@ _NAME_SCRIPTS = {
     "GEORGIAN": "Georgian",
     "ARMENIAN": "Armenian",
 }
-#: Frequent short words that mark a Latin-script language (articles, pronouns, prepositions).
+#: Frequent short words that mark a Latin-script language (articles, pronouns, prepositions); words
+#: two close languages share ("de", "que", "para" in Spanish and Portuguese) are left out of both.
 LATIN_WORDS: dict[str, frozenset[str]] = {
     "en": frozenset("the and you to is of it that in for with this have are not what my me can".split()),
-    "es": frozenset("el la de que y en los las por para con una es lo mi pero muy estoy".split()),
+    "es": frozenset("el la y en los las por con una es lo mi pero muy estoy usted también del al".split()),
     "fr": frozenset("le la les de et que est une pour pas je vous dans ce qui avec mon suis".split()),
     "de": frozenset("der das und ist nicht ich ein eine zu mit mich sie es auf mein bin".split()),
     "it": frozenset("il la di che non un una per sono ho con gli del mio questo".split()),
-    "pt": frozenset("de que não um uma para com eu os da meu estou muito".split()),
+    "pt": frozenset("não um uma com eu os da do meu estou muito você é em ao isso são também".split()),
     "nl": frozenset("de het een van ik niet dat je met zijn mijn voor".split()),
     "pl": frozenset("w nie się że jest z jak mnie ale czy jestem".split()),
     "sv": frozenset("och att det är jag inte som på med för mig har min".split()),
