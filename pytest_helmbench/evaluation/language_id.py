@@ -64,15 +64,17 @@ _NAME_SCRIPTS = {
     "GEORGIAN": "Georgian",
     "ARMENIAN": "Armenian",
 }
-#: Frequent short words that mark a Latin-script language (articles, pronouns, prepositions); words
-#: two close languages share ("de", "que", "para" in Spanish and Portuguese) are left out of both.
+#: Frequent short words that mark a Latin-script language (articles, pronouns, prepositions). A word
+#: several languages share ("de", "que", "la") counts for each of them in proportion: 1/n of a word.
 LATIN_WORDS: dict[str, frozenset[str]] = {
     "en": frozenset("the and you to is of it that in for with this have are not what my me can".split()),
-    "es": frozenset("el la y en los las por con una es lo mi pero muy estoy usted también del al".split()),
+    "es": frozenset(
+        "el la de que y en los las por para con una es lo mi pero muy estoy usted también".split()
+    ),
     "fr": frozenset("le la les de et que est une pour pas je vous dans ce qui avec mon suis".split()),
     "de": frozenset("der das und ist nicht ich ein eine zu mit mich sie es auf mein bin".split()),
     "it": frozenset("il la di che non un una per sono ho con gli del mio questo".split()),
-    "pt": frozenset("não um uma com eu os da do meu estou muito você é em ao isso são também".split()),
+    "pt": frozenset("de que não um uma para com eu os da do meu estou muito você é em ao isso são".split()),
     "nl": frozenset("de het een van ik niet dat je met zijn mijn voor".split()),
     "pl": frozenset("w nie się że jest z jak mnie ale czy jestem".split()),
     "sv": frozenset("och att det är jag inte som på med för mig har min".split()),
@@ -104,10 +106,14 @@ def script_of_language(language: str) -> str:
     return SCRIPTS.get(language, LATIN)
 
 
-def latin_scores(text: str) -> dict[str, int]:
-    """How many of the text's words are frequent words of each listed Latin-script language."""
+_SHARED = Counter(word for marks in LATIN_WORDS.values() for word in marks)
+
+
+def latin_scores(text: str) -> dict[str, float]:
+    """How many of the text's words are frequent words of each listed Latin-script language (a word
+    listed for n languages counts 1/n for each, so the words only one language uses decide)."""
     words = [w.casefold() for w in _WORD.findall(text)]
-    return {code: sum(w in marks for w in words) for code, marks in LATIN_WORDS.items()}
+    return {code: sum(1 / _SHARED[w] for w in words if w in marks) for code, marks in LATIN_WORDS.items()}
 
 
 def latin_language(text: str) -> str | None:
