@@ -190,7 +190,7 @@ def test_registry_add_get_names() -> None:
         "sqe",
     ]
     assert isinstance(registry.get("shouty"), Shouty) and "shouty" in registry and len(registry) == 6
-    assert [registry.get(n).needs_judge for n in registry.names()] == [False, False, False, False, False, True]
+    assert [registry.get(n).needs_judge for n in registry.names()] == [False] * 5 + [True]
     with pytest.raises(KeyError, match="unknown evaluation type 'nope' \\(known: category_match"):
         registry.get("nope")
 
