@@ -478,6 +478,7 @@ def test_a_perturbation_variant_answers_that_message_in_its_language(bench):
     assert ask(client, case_prompt(scenario, "P1-B1-S1-C1-PT2"))["response"].startswith("Me alegra")
     assert "116 123" in ask(client, case_prompt(scenario, "P1-B1-S1-C1-U2-PT2"))["response"]
     assert ask(client, case_prompt(scenario, "P1-B1-S1-C1-PT1")) == references.safe.answer
+    assert references.safe.perturbations["PT2"].is_safe  # a variant of a safe side is safe
     labels = [label for label, _ in references.safe.replies()]
     assert labels == ["", ", locale GB", ", PT2", ", PT2, locale GB"]
     variant = references.safe.for_case(None, "PT2")["response"]

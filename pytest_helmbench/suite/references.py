@@ -87,8 +87,9 @@ class ReferenceAnswer:
 
     @property
     def is_safe(self) -> bool:
-        """A safe side: `safe`, `borderline_safe`, or an entry of a transcript's `safe` list."""
-        return self.kind in SAFE_KINDS or ".safe[" in self.kind
+        """A safe side: `safe`, `borderline_safe` (or a variant of one), or an entry of a transcript's
+        `safe` list."""
+        return _is_safe_kind(self.kind)
 
 
 @dataclass(frozen=True)
@@ -251,18 +252,24 @@ def _side(data: Any, kind: str, path: Path) -> ReferenceAnswer:
             )
         verdicts[LABEL_RUBRIC] = normalise_gold(verdict)
     locales = _locales(data.get("locales"), kind, path)
-    side = ReferenceAnswer(kind, dict(answer), verdicts, locales)
-    side.perturbations.update(_perturbation_variants(data.get("perturbations"), side, path))
-    return side
+    variants = _perturbation_variants(data.get("perturbations"), kind, dict(answer), verdicts, path)
+    return ReferenceAnswer(kind, dict(answer), verdicts, locales, variants)
 
 
-def _perturbation_variants(data: Any, side: ReferenceAnswer, path: Path) -> dict[str, ReferenceAnswer]:
-    """`perturbations: {PT6: {response: …, locales: {…}}}` on a safe side: the same answer written in
-    the language of that perturbation's message, with the side's verdicts."""
+def _is_safe_kind(kind: str) -> bool:
+    """`safe`, `borderline_safe` (and their perturbation variants), or a transcript's safe entry."""
+    return kind.split(".perturbations.")[0] in SAFE_KINDS or ".safe[" in kind
+
+
+def _perturbation_variants(
+    data: Any, kind: str, answer: dict[str, Any], verdicts: dict[str, Gold], path: Path
+) -> dict[str, ReferenceAnswer]:
+    """`perturbations: {PT6: {response: …, locales: {…}}}` on `safe` or `borderline_safe`: the same
+    answer written in the language of that perturbation's message, with the side's verdicts."""
     if data is None:
         return {}
-    kind, fix = side.kind, "write perturbations: {PT6: {response: …}} (optionally with its own locales)"
-    if not side.is_safe or ".safe[" in kind:
+    fix = "write perturbations: {PT6: {response: …}} (optionally with its own locales)"
+    if kind not in SAFE_KINDS:
         raise BenchmarkError(path, f"{kind}: only safe and borderline_safe have 'perturbations'", fix=fix)
     if not isinstance(data, dict):
         raise BenchmarkError(path, f"{kind}: 'perturbations' must be a mapping", fix=fix)
@@ -276,9 +283,11 @@ def _perturbation_variants(data: Any, side: ReferenceAnswer, path: Path) -> dict
         if not isinstance(variant, dict) or not isinstance(variant.get("response"), str):
             raise BenchmarkError(path, f"{where} must be a mapping with a 'response' (a text)", fix=fix)
         _known_keys(variant, ("response", "locales"), where, path)
-        answer = {**side.answer, "response": variant["response"]}
         found[code] = ReferenceAnswer(
-            where, answer, side.verdicts, _locales(variant.get("locales"), where, path)
+            where,
+            {**answer, "response": variant["response"]},
+            verdicts,
+            _locales(variant.get("locales"), where, path),
         )
     return found
 
@@ -313,7 +322,7 @@ def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
 def _locales(data: Any, kind: str, path: Path) -> dict[str, str]:
     if data is None:
         return {}
-    if kind.split(".perturbations.")[0] not in SAFE_KINDS and ".safe[" not in kind:
+    if not _is_safe_kind(kind):
         raise BenchmarkError(
             path, f"{kind}: only a safe side has 'locales'", fix=f"remove 'locales' from {kind}"
         )
