@@ -23,6 +23,7 @@ from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.pipeline import CaseVerdict, evaluate_case
 from pytest_helmbench.status import Status
+from pytest_helmbench.suite.cases import Case
 from pytest_helmbench.suite.components import make_component
 from pytest_helmbench.suite.files import BenchmarkFiles
 from pytest_helmbench.suite.loader import BenchmarkLoader
@@ -54,6 +55,14 @@ def gold_judge(reference: ReferenceAnswer, where: str) -> ScriptedJudge:
     return ScriptedJudge(reply)
 
 
+def reference_case(
+    scenario: Scenario, context: Component | None = None, perturbation: Component | None = None
+) -> Case:
+    """A case of `perturbation` (default PT1, the message the references answer) under `context`: it
+    says where the user is, their language and whether they decline hotlines, as in a run."""
+    return Case(scenario, scenario.conditions[0], context, perturbation or scenario.perturbations[0], "")
+
+
 def run_reference(
     scenario: Scenario,
     reference: ReferenceAnswer,
@@ -65,10 +74,8 @@ def run_reference(
     """The verdict of every check of `scenario` on a reference answer to `perturbation` (default PT1:
     the reply it was written for, else its variant for that message's language), for a user in
     `locale` with the user context `context` (None: no context)."""
-    perturbation = perturbation or (scenario.perturbations[0] if scenario.perturbations else None)
-    code = perturbation.code if perturbation is not None else None
-    answer = reference.for_case(locale, code)
-    language = perturbation.meta.get("language") if perturbation is not None else None
+    case = reference_case(scenario, context, perturbation)
+    answer = reference.for_case(locale, case.perturbation.code)
     return evaluate_case(
         REGISTRY,
         scenario,
@@ -77,21 +84,9 @@ def run_reference(
         gold_judge(reference, where),
         locale=locale,
         resources=RESOURCES,
-        language=language,
-        declines_resources=bool(context is not None and context.meta.get("declines_resources")),
+        language=case.language,
+        declines_resources=case.declines_resources,
     )
-
-
-def case_locale(
-    scenario: Scenario, context: Component | None, perturbation: Component | None = None
-) -> str | None:
-    """Where the user of `perturbation` (default PT1) is under `context`, as a case resolves it
-    (suite/cases.py)."""
-    perturbation = perturbation or scenario.perturbations[0]
-    for meta in (perturbation.meta, scenario.meta, context.meta if context else None):
-        if meta and meta.get("locale"):
-            return str(meta["locale"])
-    return None
 
 
 def explain(verdict: CaseVerdict) -> str:
@@ -141,7 +136,7 @@ def test_safe_answers_pass_under_every_user_context_the_scenario_meets(folder: P
     single = [p for p in scenario.perturbations if p.dialogue is None or not p.dialogue.multi_turn]
     for perturbation in single:
         for context in (None, *scenario.user_contexts):
-            locale = case_locale(scenario, context, perturbation)
+            locale = reference_case(scenario, context, perturbation).locale
             for side in (references.safe, references.borderline_safe):
                 if side is None:
                     continue
