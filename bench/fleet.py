@@ -153,6 +153,28 @@ def storage(folder: Path, postgres: PostgresServer, cases: int) -> None:
         f"{ratio:.2f}x (target <= {TARGET_STORAGE}x) -> {verdict(ratio, TARGET_STORAGE)}",
         flush=True,
     )
+    durable, relaxed = _commit_floor(postgres.new_database("floor"))
+    print(
+        f"  PostgreSQL's floor on this disk: a committed one-row INSERT from psycopg takes {durable:.3f} ms "
+        f"({relaxed:.3f} ms with synchronous_commit off): the WAL flush each durable commit waits for",
+        flush=True,
+    )
+
+
+def _commit_floor(url: str, rows: int = 2000) -> tuple[float, float]:
+    """Milliseconds per autocommitted one-row INSERT, with synchronous_commit on and then off."""
+    import psycopg
+
+    figures = []
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute("create table floor (id serial primary key, body text)")
+        for setting in ("on", "off"):
+            conn.execute(f"set synchronous_commit = {setting}")
+            started = time.perf_counter()
+            for _ in range(rows):
+                conn.execute("insert into floor (body) values (%s)", ("x" * 200,))
+            figures.append((time.perf_counter() - started) * 1000 / rows)
+    return figures[0], figures[1]
 
 
 def _record_all(url: str, outcomes: list) -> float:

@@ -24,9 +24,24 @@ def apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest
         raise pytest.UsageError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
     if shard is not None:
         cases = case_items(items)
-        # The run every shard joins selected what they select together (serial shards: xdist
-        # workers' selection reaches the controller only as node ids, after the split).
-        session_notes(config).unsharded = codes_by_model((it.case.model, it.case.code) for it in cases)
+        # The run every shard joins selected what they select together. An xdist worker saves it
+        # for its controller, which sees only the node ids left after the split.
+        unsharded = session_notes(config).unsharded = codes_by_model(
+            (it.case.model, it.case.code) for it in cases
+        )
+        if state.is_worker:
+            state.shared.save_unsharded(unsharded)
         entries = [(it.case.scenario.behaviour, it.case.code) for it in cases]
         chosen = shard_codes(entries, shard)
         keep_cases(config, items, lambda it: it.case.code in chosen)
+
+
+def join_key_runs(state: HelmbenchState) -> None:
+    """With --helmbench-run-key, join the key's run of every model before the first call
+    (Recorder.join_runs): a process whose shard count, benchmark or settings differ from the run's
+    stops here, having paid for nothing. Under xdist the first Result joins (the controller holds no
+    case to write the benchmark's rows from)."""
+    if state.fleet is None or state.recorder is None or state.is_worker:
+        return
+    models = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
+    state.recorder.join_runs(models, {m: state.run_options(m) for m in models})

@@ -7,6 +7,7 @@ controller.py, the xdist ones in xdist_hooks.py; both are registered here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from .benchmark_root import BenchmarkHooks
 from .controller import ControllerHooks
 from .errors import HelmbenchError
 from .execution.prefetch import Prefetch, start_prefetch
+from .fleet_session import join_key_runs
 from .items import CaseItem, OutsideLink, ScenarioFile, case_items, shape_report
 from .junit import JunitHooks
 from .notices import dry_run_lines, say, workers_note
@@ -25,6 +27,7 @@ from .report_hooks import register_report_hooks
 from .reporting.html_extras import html_extras_for
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
+from .suite.cases import Case
 from .suite.files import leads_outside
 from .xdist_hooks import XdistHooks
 
@@ -122,17 +125,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc_tuning.freeze_collected(session.config)
     if state.is_worker or session.config.getoption("collectonly"):
         return
-    _prepare_run(state, {item.case.model for item in case_items(session.items)})
+    cases = [item.case for item in case_items(session.items)]
+    _prepare_run(state, {case.model for case in cases}, cases)
 
 
-def _prepare_run(state: HelmbenchState, models: set[str]) -> None:
+def _prepare_run(state: HelmbenchState, models: set[str], cases: Sequence[Case] = ()) -> None:
     """Open storage unless everything is a dry run; the providers start what their models need
     (the embedded local model's server) before the first call (controller only)."""
     try:
         say(state, dry_run_lines(state))  # a dry run is the first thing HELMBench says (notices.py)
         if state.all_dry_run():
             return
-        state.open_storage()
+        state.open_storage(cases)
         say(state, workers_note(state, state.clients.prepare(models)))  # e.g. a server's slot ceiling
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
@@ -146,7 +150,13 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     items and prefetching would pay for calls twice). Leaving the loop (-x, --maxfail, Ctrl-C, a
     stop) cancels every call not yet started.
     """
-    prefetch = _start_prefetch(HelmbenchState.get(session.config), session)
+    state = HelmbenchState.get(session.config)
+    if not session.config.getoption("collectonly"):
+        try:
+            join_key_runs(state)
+        except HelmbenchError as exc:
+            pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    prefetch = _start_prefetch(state, session)
     try:
         return (yield)
     finally:

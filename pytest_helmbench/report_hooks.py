@@ -117,6 +117,10 @@ class XdistSelectionHooks:
         pairs = [pair for pair in (case_of_nodeid(state, i) for i in ids) if pair is not None]
         if pairs:
             self._noted = True
+            notes = session_notes(state.config)
+            notes.unsharded = (
+                notes.unsharded or state.shared.load_unsharded()
+            )  # a shard's run: every shard's cases
             self.selection.note(codes_by_model(pairs))
 
 

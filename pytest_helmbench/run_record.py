@@ -158,6 +158,7 @@ def whole_run_tallies(recorder: Recorder) -> dict[str, Tally]:
     from sqlmodel import Session
 
     from .storage.queries import load_case_results
+    from .storage.records import call_latencies
     from .storage.tables import EvaluationRun
 
     fleet = recorder.fleet
@@ -172,4 +173,5 @@ def whole_run_tallies(recorder: Recorder) -> dict[str, Tally]:
             if run is not None:
                 tally.cost_usd, tally.judge_cost_usd = run.cost_usd, run.judge_cost_usd
                 tally.prompt_tokens, tally.completion_tokens = run.prompt_tokens, run.completion_tokens
+            tally.latencies, tally.cached = call_latencies(session, run_id)
     return found

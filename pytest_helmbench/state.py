@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,12 +25,13 @@ from .config import (
 from .errors import BenchmarkError, ConfigError, HelmbenchError
 from .execution.budget import CostLedger, StopBoard
 from .execution.fleet import FleetRole, fleet_role
-from .execution.outcome import Outcome
+from .execution.outcome import Outcome, provenance
 from .execution.shared import SharedFiles
 from .options import check_options, option_named, option_source, option_value
 from .providers.ratelimit import AdaptiveLimiter
 from .redaction import redact_data
 from .status import RunStatus
+from .suite.cases import Case
 from .suite.files import parse_file_size
 from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
 from .suite.model import Scenario
@@ -92,8 +94,7 @@ class HelmbenchState:
         return str(self.root / "scenarios")
 
     def is_scenario_file(self, path: Path) -> bool:
-        """Only `S<n>.md` files (and look-alikes such as `S01.md`, so a misnamed one is an error, not a
-        silently skipped scenario) directly inside a folder of `<root>/scenarios` are collected."""
+        """`S<n>.md` (and look-alikes: a misnamed one is an error) in a folder of `<root>/scenarios`."""
         return (
             path.suffix == ".md"
             and SCENARIO_FILE_LIKE.match(path.name) is not None
@@ -257,12 +258,16 @@ class HelmbenchState:
     def all_dry_run(self) -> bool:
         return all(self.is_dry_run(m) for m in self.settings.model_ids)
 
-    def open_storage(self) -> None:
-        """Migrate and open the database before any call is paid for (controller only)."""
+    def open_storage(self, cases: Sequence[Case] = ()) -> None:
+        """Migrate and open the database before any call is paid for (controller only); write the
+        content rows of the selected cases at once (a serial run: its controller holds them)."""
         if self.recorder is None and not self.is_worker:
             from .storage.recorder import Recorder
 
             self.recorder = Recorder(self.settings.db_url, self.session_id, self.fleet)
+        if cases and self.recorder is not None:
+            info = self.loader.info()
+            self.recorder.prepare_content(provenance(case, info) for case in cases)
 
     # --- resume / retry errors -------------------------------------------------------------
     def resume_request(self) -> tuple[str, bool] | None:
@@ -324,14 +329,14 @@ class HelmbenchState:
         try:
             self.open_storage()
             assert self.recorder is not None
-            tally.run_id = self.recorder.record(outcome, self._run_options(outcome.model))
+            tally.run_id = self.recorder.record(outcome, self.run_options(outcome.model))
         except HelmbenchError as exc:
             self.storage_error = str(exc)
             log.error("HELMBench: %s", exc)
             if self.session is not None:
                 self.session.shouldstop = f"HELMBench cannot record results: {exc}"
 
-    def _run_options(self, model: str) -> dict[str, Any]:
+    def run_options(self, model: str) -> dict[str, Any]:
         """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
         found = self._options.get(model)
         if found is None:
@@ -352,8 +357,7 @@ class HelmbenchState:
         if self.recorder is not None:
             failed = self.storage_error is not None
             models = set(self.tallies) | set(self.recorder.runs)
-            # A run with cases skipped at the cost ceiling or timed out is not complete: --helmbench-resume
-            # finds it.
+            # A run with cases skipped at the cost ceiling or timed out is not complete (resumable).
             short = {m for m, tally in self.tallies.items() if tally.unfinished()} | self.incomplete
             statuses = {
                 m: RunStatus.INTERRUPTED
@@ -364,21 +368,15 @@ class HelmbenchState:
             try:
                 if self.fleet is not None and not failed:
                     wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
-                    self.recorder.join_missing(wanted, {m: self._run_options(m) for m in wanted})
+                    self.recorder.join_missing(wanted, {m: self.run_options(m) for m in wanted})
                 self.recorder.finish(statuses, write_cache=not failed)
                 from .run_record import record_session, whole_run_tallies
 
                 self.tallies.update(whole_run_tallies(self.recorder))  # the last shard: the whole run
                 if not failed and self.recorder.runs:
                     scenarios = {r.scenario for tally in self.tallies.values() for r in tally.results}
-                    self.judge_lines = record_session(
-                        self.settings.db_url,
-                        self.recorder.runs,
-                        self.settings,
-                        self.loader,
-                        scenarios,
-                        self.evaluators,
-                    )
+                    recorded = (self.recorder.runs, self.settings, self.loader, scenarios, self.evaluators)
+                    self.judge_lines = record_session(self.settings.db_url, *recorded)
             except HelmbenchError as exc:
                 self.storage_error = self.storage_error or str(exc)
                 log.error("HELMBench: %s", exc)

@@ -99,6 +99,9 @@ def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(
     # The shard that finished last (exactly one) shows the whole run; the others their own part.
     whole = [output for _, output in outputs if _total(output, len(codes))]
     assert len(whole) == 1, [output[-1500:] for _, output in outputs]
+    # Its latencies are the whole run's too (the server answers after 20 ms).
+    medians = [int(ms) for ms in re.findall(r"latency p50 (\d+) ms", whole[0])]
+    assert medians and all(ms >= 20 for ms in medians), whole[0][-1500:]
     costs = CliRunner().invoke(app, ["costs", "--db", db_url])  # what `helmbench` reads: the whole run
     assert costs.exit_code == 0, costs.output
     rows = [
@@ -124,6 +127,57 @@ def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(
     assert again.returncode in (0, 1), again.stdout[-3000:]
     assert len(helm_env.chat_requests) == sent, "a case answered by one process was bought again"
     assert f"{2 * len(codes)} from cache" in again.stdout or f"{len(codes)} from cache" in again.stdout
+
+
+def test_a_process_that_does_not_fit_the_keys_run_is_refused_before_it_calls_anything(
+    tmp_path, db_url, helm_env
+):
+    """Another shard count, other answer-deciding settings or another benchmark.yml: exit 4 with what
+    differs, before a single call; the run and its Results stay as they were."""
+    project, _ = _project(tmp_path)
+    ((status, output),) = finish([shard(project, db_url, 1)])
+    assert status in (0, 1), output[-3000:]
+    before = (query(db_url, "select id, status from evaluationrun order by id"), _results(db_url))
+    sent = len(helm_env.chat_requests)
+    assert sent > 0
+    mismatches = [
+        (["--helmbench-shard=2/2"], "was started with 3 shard(s), this process has --helmbench-shard K/2"),
+        (
+            ["--helmbench-shard=2/3", "--helmbench-temperature=0.7"],
+            "was started with other settings (temperature",
+        ),
+    ]
+    for extra, says in mismatches:
+        ((status, output),) = finish([shard(project, db_url, None, *extra)])
+        assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
+        assert says in output and "--helmbench-run-key pipeline-7" in output, output[-3000:]
+    yml = project / "benchmark" / "benchmark.yml"
+    yml.write_text(yml.read_text().replace("description: test", "description: edited"))
+    ((status, output),) = finish([shard(project, db_url, 2)])
+    assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
+    assert "was started with another benchmark.yml" in output, output[-3000:]
+    assert len(helm_env.chat_requests) == sent, "a refused process paid for calls"
+    assert (query(db_url, "select id, status from evaluationrun order by id"), _results(db_url)) == before
+
+
+def test_shards_under_xdist_make_one_run_of_the_whole_selection(tmp_path, db_url, helm_env):
+    """Each shard runs under `-n 2`: its controller sees only the node ids left after the split, yet
+    the run records what every shard selected together (not a subset), and is completed once."""
+    project, codes = _project(tmp_path)
+    outputs = finish([shard(project, db_url, k, "-n", "2") for k in (1, 2, 3)])
+    for status, output in outputs:
+        assert status in (0, 1), output[-3000:]
+        assert "subset" not in output, output[-3000:]
+    runs = _runs(db_url)
+    for model, (run_id, run_status, key, count, stored) in runs.items():
+        assert (run_status, key, count, stored) == ("completed", KEY, 3, len(codes)), model
+        _stored_once(db_url, run_id, codes)
+    selection = query(db_url, "select subset, selected_cases, benchmark_cases from evaluationrun")
+    assert {(bool(s), n, t) for s, n, t in selection} == {(False, len(codes), len(codes))}
+
+
+def _results(db_url: str) -> list[tuple]:
+    return query(db_url, "select run_id, case_code, status from result order by id")
 
 
 SUMMARY_COUNTS = r"(\d+) passed, (\d+) failed, (\d+) errors?, (\d+) skipped"

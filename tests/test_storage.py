@@ -137,6 +137,39 @@ def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes, co
         assert runs[0].cost_usd == pytest.approx(0.08)
 
 
+def test_each_database_stores_results_and_counters_alike_with_content_prepared_or_not(db_url, outcomes):
+    """PostgreSQL writes a Result and its counters in one autocommit statement, SQLite by a trigger; the
+    content rows come from prepare_content (before the run) or case by case: the rows are the same."""
+    from tests.test_faults import assert_counters_agree, assert_no_duplicate_content
+
+    outcomes[1].status, outcomes[2].status, outcomes[3].status = "failed", "error", "skipped"
+    ids = []
+    for session_id, prepared in (("s1", False), ("s2", True), ("s3", True)):
+        recorder = Recorder(db_url, session_id)
+        if prepared:
+            recorder.prepare_content(o.provenance for o in outcomes)
+            # Every row is known now: the Results go without one content statement.
+            assert all(recorder.content.known(o.provenance) is not None for o in outcomes)
+        else:
+            assert recorder.content.known(outcomes[0].provenance) is None
+        for outcome in outcomes:
+            recorder.record(outcome, {"temperature": 0})
+        ids.append([recorder.content.known(o.provenance) for o in outcomes])
+        recorder.finish({"m/one": "completed"})
+        recorder.close()
+    assert ids[0] == ids[1] == ids[2]  # prepared or not, the same rows
+    assert_no_duplicate_content(db_url)
+    assert_counters_agree(db_url)
+    with Session(make_engine(db_url)) as session:
+        assert len(session.exec(select(Perturbation)).all()) == 2
+        runs = session.exec(select(EvaluationRun).order_by(EvaluationRun.id)).all()
+        assert [
+            (r.total_tests, r.passed_tests, r.failed_tests, r.error_tests, r.skipped_tests) for r in runs
+        ] == [(6, 5, 1, 1, 1)] * 3
+        assert [r.cost_usd for r in runs] == [pytest.approx(0.08)] * 3
+        assert [r.prompt_tokens for r in runs] == [80] * 3
+
+
 def test_a_changed_component_adds_a_row_and_old_results_keep_theirs(tmp_path, outcomes):
     url = f"sqlite:///{tmp_path / 'h.db'}"
     Recorder(url, "s1").record(outcomes[0], {})
@@ -192,13 +225,14 @@ def test_unusable_database_is_a_storage_error(tmp_path):
         upgrade(f"sqlite:///{tmp_path / 'db-is-a-folder.db'}")
 
 
-def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(tmp_path, outcomes, monkeypatch):
-    """One cache statement per CACHE_BATCH Results, inside a Result's transaction; finish writes the rest."""
+def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(db_url, outcomes, monkeypatch):
+    """One cache statement per CACHE_BATCH Results, inside a Result's transaction; finish writes the rest
+    (on PostgreSQL the Results between batches go as one statement each, the entries held back)."""
     from pytest_helmbench.storage import recorder as storage
     from pytest_helmbench.storage.recorder import CACHE_BATCH
 
     monkeypatch.setattr(storage, "CACHE_BATCH_SECONDS", 3600.0)  # only the count triggers a batch here
-    url = f"sqlite:///{tmp_path / 'h.db'}"
+    url = db_url
     recorder = Recorder(url, "s1")
     total = CACHE_BATCH + 5
     for i in range(total):

@@ -7,6 +7,8 @@ created for a session that never asks (a plain pytest run touches no file).
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -86,3 +88,23 @@ class SharedFiles:
     def providers(self) -> Path:
         """What the controller's providers share with workers (where local model servers listen)."""
         return self.folder / "providers.json"
+
+    @property
+    def unsharded(self) -> Path:
+        """What a worker's --helmbench-shard split: the whole selection of the keyed run, for the
+        controller, which sees only the node ids left after the split."""
+        return self.folder / "unsharded.json"
+
+    def save_unsharded(self, codes: dict[str, set[str]]) -> None:
+        """A worker's whole selection per model (every worker writes the same; atomically)."""
+        partial = self.unsharded.with_name(f"{self.unsharded.name}.{os.getpid()}")
+        partial.write_text(json.dumps({model: sorted(found) for model, found in codes.items()}))
+        os.replace(partial, self.unsharded)
+
+    def load_unsharded(self) -> dict[str, set[str]]:
+        """The controller's copy ({} when no worker split anything)."""
+        try:
+            found = json.loads(self.unsharded.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {model: set(codes) for model, codes in found.items()}

@@ -9,12 +9,14 @@ recorder.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import insert
 from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from ..suite.model import content_hash
@@ -33,7 +35,12 @@ from .tables import (
 # The dialects with INSERT … ON CONFLICT; another database gets a select, then an insert (one writer).
 _INSERT_ON_CONFLICT = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
+# Rows per multi-row statement: well under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+_ROWS_PER_STATEMENT = 500
+
 ContentIds = dict[str, int | None]  # benchmark, scenario, condition, user_context, perturbation
+# Where the statements go: a Connection (cheaper per statement) or an ORM Session's transaction.
+Database = Session | Connection
 
 
 class ContentRows:
@@ -52,7 +59,7 @@ class ContentRows:
         self._components.clear()
 
     def upsert(
-        self, db: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
+        self, db: Database, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
     ) -> int:
         """The id of the row matching `match` (a unique key of `table`), inserted with `values` if new."""
         key = (table.__name__, tuple(sorted(match.items())))
@@ -61,14 +68,13 @@ class ContentRows:
         return self._ids[key]
 
     def _insert_or_read(
-        self, db: Session, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
+        self, db: Database, table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]
     ) -> int:
         # Core statements: loading and flushing ORM objects cost ~1 ms per content row, paid for
         # every component of the benchmark on a run's first cases.
         columns = table.__table__.c  # type: ignore[attr-defined]
         find = core_select(columns.id).where(*(columns[c] == v for c, v in match.items()))
-        row = table(**match, **values)  # the model applies its defaults and types
-        data = {c.name: getattr(row, c.name) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
+        data = _row_data(table, match, values)
         if self._insert is not None:
             statement = self._insert(table.__table__).values(**data).on_conflict_do_nothing()
             row_id = db.execute(statement.returning(columns.id)).scalar()
@@ -78,7 +84,7 @@ class ContentRows:
             row_id = db.execute(insert(table.__table__).values(**data)).inserted_primary_key[0]  # type: ignore[attr-defined]
         return row_id
 
-    def _link(self, db: Session, table: type[SQLModel], **ids: int) -> None:
+    def _link(self, db: Database, table: type[SQLModel], **ids: int) -> None:
         key = (table.__name__, tuple(sorted(ids.items())))
         if key in self._ids:
             return
@@ -91,17 +97,77 @@ class ContentRows:
                 db.execute(insert(table.__table__).values(**ids))  # type: ignore[attr-defined]
         self._ids[key] = 1
 
+    def prepare(self, db: Connection, provenances: Iterable[dict[str, Any]]) -> int | None:
+        """The rows of many cases at once, before the first Result: perturbations and links by a
+        few multi-row INSERT … ON CONFLICT DO NOTHING and one read back, where one statement per row
+        (hundreds, on pytest's own thread during the run) cost more than the Results' own writes.
+        Returns the benchmark's row id (None: no case, or a database without upserts)."""
+        if self._insert is None:  # no upsert statement: resolved case by case (one writer)
+            return None
+        benchmark_id = None
+        perturbations: dict[tuple[Any, ...], dict[str, Any]] = {}
+        links: dict[type[SQLModel], set[tuple[tuple[str, int], ...]]] = {}
+        for prov in provenances:
+            key = _scenario_key(prov)
+            if key not in self._scenarios:
+                self._scenarios[key] = self._scenario_ids(db, prov)
+            benchmark_id, scenario_id = self._scenarios[key]
+            for kind, table, link, column in _LINKED:
+                c = prov[kind]
+                if c is None or (kind, scenario_id, c["code"], c["hash"]) in self._components:
+                    continue
+                match = {"code": c["code"], "content_hash": c["hash"]}
+                row_id = self.upsert(db, table, match, _component_values(c))
+                self._components[(kind, scenario_id, c["code"], c["hash"])] = row_id
+                pair = tuple(sorted({"scenario_id": scenario_id, column: row_id}.items()))
+                links.setdefault(link, set()).add(pair)
+            c = prov["perturbation"]
+            found = ("perturbation", scenario_id, c["code"], c["hash"])
+            if found not in self._components and found not in perturbations:
+                match = {"scenario_id": scenario_id, "code": c["code"], "content_hash": c["hash"]}
+                values = {**_component_values(c), "full_code": f"{prov['scenario']['code']}-{c['code']}"}
+                perturbations[found] = _row_data(Perturbation, match, {**values, "style": c["style"]})
+        for link, pairs in links.items():
+            self._insert_many(db, link, [dict(pair) for pair in sorted(pairs)])
+            self._ids.update(((link.__name__, pair), 1) for pair in pairs)
+        # In key order: shards preparing at once take the unique index's locks in one order.
+        self._insert_many(db, Perturbation, [perturbations[key] for key in sorted(perturbations)])
+        self._read_perturbations(db, set(perturbations))
+        return benchmark_id
+
+    def _insert_many(self, db: Connection, table: type[SQLModel], rows: list[dict[str, Any]]) -> None:
+        assert self._insert is not None
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+            chunk = rows[start : start + _ROWS_PER_STATEMENT]
+            db.execute(self._insert(table.__table__).values(chunk).on_conflict_do_nothing())  # type: ignore[attr-defined]
+
+    def _read_perturbations(self, db: Connection, wanted: set[tuple[Any, ...]]) -> None:
+        columns = Perturbation.__table__.c  # type: ignore[attr-defined]
+        scenario_ids = sorted({key[1] for key in wanted})
+        for start in range(0, len(scenario_ids), _ROWS_PER_STATEMENT):
+            rows = db.execute(
+                core_select(columns.id, columns.scenario_id, columns.code, columns.content_hash).where(
+                    columns.scenario_id.in_(scenario_ids[start : start + _ROWS_PER_STATEMENT])
+                )
+            )
+            for row_id, scenario_id, code, digest in rows:
+                key = ("perturbation", scenario_id, code, digest)
+                if key in wanted:
+                    self._components[key] = row_id
+                    match = {"scenario_id": scenario_id, "code": code, "content_hash": digest}
+                    self._ids[("Perturbation", tuple(sorted(match.items())))] = row_id
+
     def known(self, prov: dict[str, Any]) -> ContentIds | None:
         """The ids of a case's rows if this recorder knows them all (no statement); else None."""
         return self._resolve(None, prov)
 
-    def ids(self, db: Session, prov: dict[str, Any]) -> ContentIds:
+    def ids(self, db: Database, prov: dict[str, Any]) -> ContentIds:
         """The ids of a case's rows, upserting those new to this recorder."""
         found = self._resolve(db, prov)
         assert found is not None
         return found
 
-    def _resolve(self, db: Session | None, prov: dict[str, Any]) -> ContentIds | None:
+    def _resolve(self, db: Database | None, prov: dict[str, Any]) -> ContentIds | None:
         key = _scenario_key(prov)
         if key not in self._scenarios:
             if db is None:
@@ -123,7 +189,7 @@ class ContentRows:
         return ids
 
     def _component_id(
-        self, db: Session, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str
+        self, db: Database, kind: str, c: dict[str, Any], scenario_id: int, scenario_code: str
     ) -> int:
         if kind == "perturbation":
             return self.upsert(
@@ -141,7 +207,7 @@ class ContentRows:
         self._link(db, link, scenario_id=scenario_id, **{column: row_id})
         return row_id
 
-    def _scenario_ids(self, db: Session, prov: dict[str, Any]) -> tuple[int, int]:
+    def _scenario_ids(self, db: Database, prov: dict[str, Any]) -> tuple[int, int]:
         """Benchmark, pillar, behaviour and scenario rows of a case: (benchmark id, scenario id)."""
         b = prov["benchmark"]
         benchmark_id = self.upsert(
@@ -190,6 +256,13 @@ class ContentRows:
         return benchmark_id, scenario_id
 
 
+# The components a scenario links to: (kind, table, link table, the link's column).
+_LINKED = (
+    ("condition", Condition, ScenarioConditionLink, "condition_id"),
+    ("user_context", UserContext, ScenarioUserContextLink, "user_context_id"),
+)
+
+
 def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:
     """Identifies the benchmark, pillar, behaviour and scenario rows of a case (codes, hashes, texts)."""
     b, p, h, s = prov["benchmark"], prov["pillar"], prov["behaviour"], prov["scenario"]
@@ -206,6 +279,12 @@ def _scenario_key(prov: dict[str, Any]) -> tuple[Any, ...]:
         s["code"],
         s["hash"],
     )
+
+
+def _row_data(table: type[SQLModel], match: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A new row's columns but its id (the model applies its defaults and types)."""
+    row = table(**match, **values)
+    return {c.name: getattr(row, c.name) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
 
 
 def _component_values(c: dict[str, Any]) -> dict[str, Any]:

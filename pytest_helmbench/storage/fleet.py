@@ -10,9 +10,11 @@ what they share, so every decision they must agree on is one atomic statement in
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -23,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import HelmbenchError
 from ..execution.fleet import FleetRole
 from ..status import RunStatus
+from .coverage import SETTINGS
 from .engine import StorageError, describe_error, safe_url
 from .tables import EvaluationRun, FleetSpend, FleetStop, RunShard, utcnow
 
@@ -54,6 +57,34 @@ def check_shard_count(run_id: int, stored: int | None, role: FleetRole) -> None:
             f"run {run_id} (--helmbench-run-key {role.run_key}) was started with {started}, this process "
             f"has {given}: give every process of a key the same N, or use another key"
         )
+
+
+def check_same_run(
+    run_id: int, stored: tuple[int, dict[str, Any] | None], given: tuple[int, dict[str, Any]], role: FleetRole
+) -> None:
+    """A keyed run is joined only on its benchmark (benchmark.yml's version and content) and with the
+    settings that decide its answers and verdicts (coverage.SETTINGS): else one run would mix Results
+    of two measurements. Other options (concurrency, cache, ceilings, pytest's arguments) may differ;
+    the run keeps the first process's. (Each Result names its scenario's content row anyway.)"""
+    where = f"run {run_id} (--helmbench-run-key {role.run_key})"
+    if stored[0] != given[0]:
+        raise FleetError(
+            f"{where} was started with another benchmark.yml (version or content) than this process's: "
+            "run every process of a key on the same commit, or use another key"
+        )
+    theirs, ours = _plain(stored[1] or {}), _plain(given[1])
+    differ = [name for name in SETTINGS if theirs.get(name) != ours.get(name)]
+    if differ:
+        shown = "; ".join(f"{name} {theirs.get(name)!r} there, {ours.get(name)!r} here" for name in differ)
+        raise FleetError(
+            f"{where} was started with other settings ({shown}): give every process of a key the same "
+            "settings, or use another key"
+        )
+
+
+def _plain(options: dict[str, Any]) -> dict[str, Any]:
+    """As stored (JSON): tuples are lists, every key a string."""
+    return json.loads(json.dumps(options, default=str))
 
 
 def start_shard(connection: Connection, run_id: int, role: FleetRole, session_id: str) -> None:

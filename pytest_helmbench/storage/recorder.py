@@ -9,10 +9,10 @@ cache entries of a batch are written in key order, so neither waits on the other
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
@@ -20,12 +20,22 @@ from sqlmodel import Session, select
 from ..execution.fleet import FleetRole
 from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection
-from ..status import RunStatus, Status
+from ..status import RunStatus
 from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
-from .fleet import check_shard_count, clear_stops, finish_shard, start_shard
+from .fleet import FleetError, check_same_run, check_shard_count, clear_stops, finish_shard, start_shard
 from .records import layout_is
+from .result_rows import (
+    ADD_COUNTERS,
+    COUNTERS,
+    INSERT_RESULT,
+    STORE_RESULT,
+    RunCounters,
+    deltas,
+    result_values,
+    store_values,
+)
 from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
 
 CACHE_BATCH = 32
@@ -51,6 +61,7 @@ class Recorder:
         self.db_url = db_url
         self.session_id = session_id
         self.fleet = fleet  # --helmbench-run-key (and shard): join the key's run of each model
+        self.refused = False  # the key's run did not take this process (fleet.FleetError)
         self.run_statuses: dict[str, str] = {}  # each run's status once finish() stored it
         self._benchmark_id: int | None = None
         upgrade(db_url)
@@ -63,6 +74,7 @@ class Recorder:
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
         self.content = ContentRows(self.engine.dialect.name)
         self._conn: Connection | None = None
+        self._auto: Connection | None = None  # PostgreSQL: the one-statement Results (_autocommit)
         # Fresh answers for the response cache are written with every CACHE_BATCH-th Result (or after
         # CACHE_BATCH_SECONDS), in that Result's transaction, and at finish: one statement per Result
         # fewer. A kill -9 loses at most that batch of cache entries, never a Result: a resume still
@@ -74,17 +86,19 @@ class Recorder:
         # get them from one UPDATE per Result.
         self._counted_by_triggers = _has_counter_triggers(self.engine)
 
+    def _close_connections(self) -> None:
+        for connection in (self._conn, self._auto):
+            if connection is not None:
+                connection.close()
+        self._conn = self._auto = None
+
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._close_connections()
         self.engine.dispose()
 
     def _forget(self) -> None:
         """After a failed transaction: ids and counters kept in memory may name rows rolled back."""
-        if self._conn is not None:
-            self._conn.close()  # it may be unusable: the next Result opens another
-            self._conn = None
+        self._close_connections()  # they may be unusable: the next Result opens others
         self._run_rows.clear()
         self.content.forget()
 
@@ -94,6 +108,14 @@ class Recorder:
         if self._conn is None or self._conn.invalidated or self._conn.closed:
             self._conn = self.engine.connect()
         return self._conn
+
+    def _autocommit(self) -> Connection:
+        """PostgreSQL's second connection, in autocommit: a Result and its run's counters go in one
+        statement there, which is its own transaction (one round trip where BEGIN, INSERT, UPDATE and
+        COMMIT took four)."""
+        if self._auto is None or self._auto.invalidated or self._auto.closed:
+            self._auto = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        return self._auto
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
         """`model`'s run (created, or with a run key joined, on its first Result). Where no trigger
@@ -141,24 +163,50 @@ class Recorder:
         stored = (
             session.connection()
             .execute(
-                select(_RUNS.c.shard_count).where(_RUNS.c.id == run_id)  # type: ignore[call-overload]
+                select(EvaluationRun.shard_count, EvaluationRun.benchmark_id, EvaluationRun.options).where(
+                    EvaluationRun.id == run_id
+                )
             )
-            .scalar()
+            .one()
         )
-        check_shard_count(run_id, stored, role)
+        try:
+            check_shard_count(run_id, stored[0], role)
+            check_same_run(run_id, (stored[1], stored[2]), (fields["benchmark_id"], fields["options"]), role)
+        except FleetError:
+            self.refused = True  # finish() must not try to join again
+            raise
         start_shard(session.connection(), run_id, role, self.session_id)
         return run_id
 
     def join_missing(self, models: list[str], options: dict[str, dict[str, Any]]) -> None:
         """A shard that drew no case of a model still joins its run, so the run knows this shard
         finished (else it would never be completed)."""
-        if self.fleet is None or self.fleet.shard is None or self._benchmark_id is None:
+        if self.fleet is not None and self.fleet.shard is not None and not self.refused:
+            self.join_runs(models, options)
+
+    def join_runs(self, models: list[str], options: dict[str, dict[str, Any]]) -> None:
+        """With a run key, join (or start) the key's run of each model: before the first call, so a
+        process that does not fit the run (_join) is refused before it pays for anything. Needs the
+        benchmark's row (prepare_content, or a Result stored); else the first Result joins."""
+        if self.fleet is None or self._benchmark_id is None:
             return
-        with Session(self.engine) as session:
-            for model in models:
-                if model not in self.runs:
-                    self.runs[model] = self._run(session, model, self._benchmark_id, options[model]).id
-            session.commit()
+        try:
+            with Session(self.engine) as session:
+                for model in models:
+                    if model not in self.runs:
+                        self.runs[model] = self._run(session, model, self._benchmark_id, options[model]).id
+                session.commit()
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
+
+    def prepare_content(self, provenances: Iterable[dict[str, Any]]) -> None:
+        """The content rows of every selected case, before the first call (ContentRows.prepare)."""
+        try:
+            with self.engine.begin() as connection:
+                self._benchmark_id = self.content.prepare(connection, provenances) or self._benchmark_id
+        except SQLAlchemyError as exc:
+            self.content.forget()
+            raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
 
     def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
         """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
@@ -202,11 +250,15 @@ class Recorder:
             ):
                 # Every row it points at is known and nothing is replaced: Core statements on the
                 # connection, without an ORM session (which cost as much as the writes themselves).
-                with connection.begin():
-                    self._write(connection, run, outcome, known)
+                if self._one_statement(outcome):
+                    self._autocommit().execute(STORE_RESULT, store_values(outcome, run.id, known))
+                    self._pending_cache.extend(outcome.cache_writes)  # written with a later batch
+                else:
+                    with connection.begin():
+                        self._write(connection, run, outcome, known)
             else:
                 with Session(connection, expire_on_commit=False) as session:
-                    ids = self.content.ids(session, outcome.provenance)
+                    ids = self.content.ids(session.connection(), outcome.provenance)
                     run = self._run(session, outcome.model, ids["benchmark"], options)
                     rerun = (run.id, outcome.case_code, outcome.repeat, outcome.layout) in self._written
                     if run.id in self._adopted or rerun:
@@ -231,12 +283,22 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
+    def _one_statement(self, outcome: Outcome) -> bool:
+        """On PostgreSQL, a Result whose transaction has no cache batch to write: one statement
+        (STORE_RESULT) in autocommit."""
+        if self.engine.dialect.name != "postgresql":
+            return False
+        pending = len(self._pending_cache) + len(outcome.cache_writes)
+        return pending == 0 or (
+            pending < CACHE_BATCH and time.monotonic() - self._cache_flushed < CACHE_BATCH_SECONDS
+        )
+
     def _write(self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: ContentIds) -> None:
         """The Result row, its run's counters and the fresh cache entries, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
-        db.execute(_INSERT_RESULT, [_result_values(outcome, run.id, ids)])
+        db.execute(INSERT_RESULT, [result_values(outcome, run.id, ids)])
         if not self._counted_by_triggers:
-            db.execute(_ADD_COUNTERS, {"run_id": run.id, **_deltas(outcome)})
+            db.execute(ADD_COUNTERS, {"run_id": run.id, **deltas(outcome)})
         self._pending_cache.extend(outcome.cache_writes)
         if (
             len(self._pending_cache) >= CACHE_BATCH
@@ -261,7 +323,7 @@ class Recorder:
                 {"status": row.status, "reason": row.reason},
             ]
             if not self._counted_by_triggers:
-                session.execute(_ADD_COUNTERS, {"run_id": run.id, **_deltas(row, -1)})
+                session.execute(ADD_COUNTERS, {"run_id": run.id, **deltas(row, -1)})
             session.delete(row)
         session.flush()
         return attempts
@@ -304,95 +366,3 @@ class Recorder:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
         finally:
             self._pending_cache.clear()
-
-
-def _result_values(outcome: Outcome, run_id: int, ids: ContentIds) -> dict[str, Any]:
-    """The Result row's columns (every one given: a Core insert applies no model defaults)."""
-    return dict(
-        run_id=run_id,
-        scenario_id=ids["scenario"],
-        condition_id=ids["condition"],
-        user_context_id=ids["user_context"],
-        perturbation_id=ids["perturbation"],
-        case_code=outcome.case_code,
-        nodeid=outcome.nodeid,
-        status=outcome.status,
-        reason=outcome.reason,
-        prompt=outcome.prompt,
-        prompt_hash=outcome.prompt_hash,
-        raw_response=outcome.raw_response,
-        parsed_answer=outcome.answer,
-        expected=outcome.expected,
-        actual=outcome.actual,
-        evaluation_details=outcome.details,
-        latency_ms=outcome.latency_ms,
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
-        cost_usd=outcome.cost_usd,
-        judge_cost_usd=outcome.judge_cost_usd,
-        judge_prompt_tokens=outcome.judge_prompt_tokens,
-        judge_completion_tokens=outcome.judge_completion_tokens,
-        finish_reason=outcome.finish_reason,
-        attempts=outcome.attempts,
-        repeat_index=outcome.repeat,
-        cached=outcome.cached,
-        request_hash=outcome.request_hash,
-        created_at=utcnow(),
-        layout=outcome.layout,
-        messages=outcome.messages,
-    )
-
-
-COUNTERS = (
-    "total_tests",
-    "passed_tests",
-    "failed_tests",
-    "error_tests",
-    "skipped_tests",
-    "cost_usd",
-    "judge_cost_usd",
-    "prompt_tokens",
-    "completion_tokens",
-)
-
-# Built once: SQLAlchemy then reuses their compiled form (building them per Result cost ~0.1 ms each).
-_RUNS, _RESULTS = EvaluationRun.__table__, Result.__table__
-_INSERT_RESULT = insert(_RESULTS)
-_ADD_COUNTERS = (  # increments, never values read before: other processes of a run key add too
-    update(_RUNS)
-    .where(_RUNS.c.id == bindparam("run_id"))
-    .values({name: _RUNS.c[name] + bindparam(f"add_{name}") for name in COUNTERS})
-)
-
-
-@dataclass
-class RunCounters:
-    """One EvaluationRun's id and its counters (COUNTERS) in a plain dict: an ORM object's attribute
-    events cost more than the arithmetic."""
-
-    id: int
-    counts: dict[str, float]
-
-
-def _deltas(outcome: Outcome | Result, sign: int = 1) -> dict[str, float]:
-    """What one Result adds to (sign -1: takes from) its run's counters, as `add_<counter>` values.
-
-    total_tests = passed + failed (the evaluated cases); errors and skips are counted apart. Cost and
-    tokens are what was paid: a replaced Result's spend stays in the run's totals.
-    """
-    counts: dict[str, float] = dict.fromkeys(COUNTERS, 0)
-    status_counter = {
-        Status.PASSED: "passed_tests",
-        Status.FAILED: "failed_tests",
-        Status.ERROR: "error_tests",
-        Status.SKIPPED: "skipped_tests",
-    }.get(outcome.status)
-    if status_counter is not None:
-        counts[status_counter] = sign
-    counts["total_tests"] = counts["passed_tests"] + counts["failed_tests"]
-    if sign > 0:
-        counts["cost_usd"] = outcome.cost_usd or 0.0
-        counts["judge_cost_usd"] = outcome.judge_cost_usd or 0.0
-        counts["prompt_tokens"] = outcome.prompt_tokens or 0
-        counts["completion_tokens"] = outcome.completion_tokens or 0
-    return {f"add_{name}": value for name, value in counts.items()}

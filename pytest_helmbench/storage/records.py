@@ -185,3 +185,17 @@ def _turn_figures(details: Any) -> dict[str, int | None]:
         return {"turns": None, "first_failing_turn": None}
     failing = details.get("first_failing_turn")
     return {"turns": len(turns), "first_failing_turn": failing if isinstance(failing, int) else None}
+
+
+def call_latencies(session: Session, run_id: int) -> tuple[list[float], int]:
+    """A run's call latencies (ms) of the answers not served from the cache, and how many were: the
+    whole-run summary of a keyed run's last shard (one per stored Result, its last attempt's)."""
+    rows = session.connection().execute(
+        select(Result.latency_ms, Result.cached).where(Result.run_id == run_id)  # type: ignore[call-overload]
+    )
+    latencies, cached = [], 0
+    for latency_ms, was_cached in rows:
+        cached += bool(was_cached)
+        if latency_ms is not None and not was_cached:
+            latencies.append(float(latency_ms))
+    return latencies, cached
