@@ -3,6 +3,7 @@ the shards share: storage/fleet.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from .execution.selection import codes_by_model
 from .items import case_items, keep_cases
 from .report_hooks import session_notes
+from .suite.cases import Case
 from .suite.shards import parse_shard, shard_codes
 
 if TYPE_CHECKING:
@@ -36,12 +38,13 @@ def apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest
         keep_cases(config, items, lambda it: it.case.code in chosen)
 
 
-def join_key_runs(state: HelmbenchState) -> None:
+def join_key_runs(state: HelmbenchState, cases: Sequence[Case]) -> None:
     """With --helmbench-run-key, join the key's run of every model before the first call
     (Recorder.join_runs): a process whose shard count, benchmark or settings differ from the run's
     stops here, having paid for nothing. Under xdist the first Result joins (the controller holds no
     case to write the benchmark's rows from)."""
-    if state.fleet is None or state.recorder is None or state.is_worker:
+    if state.fleet is None or state.recorder is None or not cases:
         return
+    state.prepare_content(cases[:1])  # the benchmark's row, which a run points at
     models = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
     state.recorder.join_runs(models, {m: state.run_options(m) for m in models})

@@ -7,7 +7,6 @@ controller.py, the xdist ones in xdist_hooks.py; both are registered here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from .report_hooks import register_report_hooks
 from .reporting.html_extras import html_extras_for
 from .state import STATE_KEY, HelmbenchState
 from .status import UNSUCCESSFUL
-from .suite.cases import Case
 from .suite.files import leads_outside
 from .xdist_hooks import XdistHooks
 
@@ -125,18 +123,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc_tuning.freeze_collected(session.config)
     if state.is_worker or session.config.getoption("collectonly"):
         return
-    cases = [item.case for item in case_items(session.items)]
-    _prepare_run(state, {case.model for case in cases}, cases)
+    _prepare_run(state, {item.case.model for item in case_items(session.items)})
 
 
-def _prepare_run(state: HelmbenchState, models: set[str], cases: Sequence[Case] = ()) -> None:
+def _prepare_run(state: HelmbenchState, models: set[str]) -> None:
     """Open storage unless everything is a dry run; the providers start what their models need
     (the embedded local model's server) before the first call (controller only)."""
     try:
         say(state, dry_run_lines(state))  # a dry run is the first thing HELMBench says (notices.py)
         if state.all_dry_run():
             return
-        state.open_storage(cases)
+        state.open_storage()
         say(state, workers_note(state, state.clients.prepare(models)))  # e.g. a server's slot ceiling
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
@@ -151,12 +148,14 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     stop) cancels every call not yet started.
     """
     state = HelmbenchState.get(session.config)
-    if not session.config.getoption("collectonly"):
-        try:
-            join_key_runs(state)
-        except HelmbenchError as exc:
-            pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    collecting = session.config.getoption("collectonly")
+    cases = [] if collecting or state.is_worker else [item.case for item in case_items(session.items)]
+    try:
+        join_key_runs(state, cases)
+    except HelmbenchError as exc:
+        pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     prefetch = _start_prefetch(state, session)
+    state.prepare_content(cases)  # while the first calls are in flight
     try:
         return (yield)
     finally:

@@ -258,16 +258,23 @@ class HelmbenchState:
     def all_dry_run(self) -> bool:
         return all(self.is_dry_run(m) for m in self.settings.model_ids)
 
-    def open_storage(self, cases: Sequence[Case] = ()) -> None:
-        """Migrate and open the database before any call is paid for (controller only); write the
-        content rows of the selected cases at once (a serial run: its controller holds them)."""
+    def open_storage(self) -> None:
+        """Migrate and open the database before any call is paid for (controller only)."""
         if self.recorder is None and not self.is_worker:
             from .storage.recorder import Recorder
 
             self.recorder = Recorder(self.settings.db_url, self.session_id, self.fleet)
-        if cases and self.recorder is not None:
+
+    def prepare_content(self, cases: Sequence[Case]) -> None:
+        """Write the content rows of these cases at once (storage/content.py). Only a speed-up: after
+        a failure the first Result writes them, and says what is wrong."""
+        if not cases or self.recorder is None:
+            return
+        try:
             info = self.loader.info()
             self.recorder.prepare_content(provenance(case, info) for case in cases)
+        except HelmbenchError as exc:
+            log.debug("content rows left to the first Result: %s", exc)
 
     # --- resume / retry errors -------------------------------------------------------------
     def resume_request(self) -> tuple[str, bool] | None:
