@@ -301,7 +301,7 @@ class HelmbenchState:
         plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1], run_key=key)
         adopting = {} if self.config.getoption("collectonly") else plan.runs
         for model, run_id in adopting.items():
-            self.recorder.adopt(model, run_id, self.settings.recorded(self.settings.model(model)))
+            self.recorder.adopt(model, run_id, self.run_options(model))
         if adopting:  # a run key's stops are lifted: its key fixed, its credit topped up
             self.recorder.lift_stops([*plan.runs, *self.settings.judge_ids])
         self.shared.ensure()

@@ -151,6 +151,12 @@ def test_a_process_that_does_not_fit_the_keys_run_is_refused_before_it_calls_any
         ((status, output),) = finish([shard(project, db_url, None, *extra)])
         assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
         assert says in output and "--helmbench-run-key pipeline-7" in output, output[-3000:]
+    # A shard resumed with other settings would leave the run half one thing, half another.
+    ((status, output),) = finish(
+        [shard(project, db_url, 1, "--helmbench-resume", "--helmbench-temperature=0.7")]
+    )
+    assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
+    assert "was started with other settings (temperature 0.0 there, 0.7 here" in output, output[-3000:]
     yml = project / "benchmark" / "benchmark.yml"
     yml.write_text(yml.read_text().replace("description: test", "description: edited"))
     ((status, output),) = finish([shard(project, db_url, 2)])

@@ -214,6 +214,10 @@ class Recorder:
             run = session.get(EvaluationRun, run_id)
             if run is None:
                 raise StorageError(f"run {run_id} does not exist")
+            if self.fleet is not None:  # other shards' Results stay: this one must answer as they did
+                check_same_run(
+                    run_id, (run.benchmark_id, run.options), (run.benchmark_id, options), self.fleet
+                )
             run.status = RunStatus.RUNNING
             run.finished_at = None
             run.options = {**options, "resumed_in_session": self.session_id}
