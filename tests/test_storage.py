@@ -170,6 +170,42 @@ def test_each_database_stores_results_and_counters_alike_with_content_prepared_o
         assert [r.prompt_tokens for r in runs] == [80] * 3
 
 
+def test_recorders_preparing_the_same_rows_at_once_in_other_orders_get_one_row_each(tmp_path, db_url):
+    """Shards meet the content rows in their own orders: prepared at once, in opposite orders, every
+    recorder finishes, with one row per content and the same ids in every recorder."""
+    import threading
+
+    from tests.test_faults import assert_no_duplicate_content
+
+    root = write_benchmark(tmp_path / "benchmark", scenarios=("P1-B1-S1", "P1-B1-S2", "P1-B2-S1"))
+    made = make_outcomes(root, "m/one")
+    upgrade(db_url)
+    recorders = [Recorder(db_url, f"s{k}") for k in range(4)]
+    orders = [made, made[::-1], made[1::2] + made[::2], made[::-2] + made[-2::-2]]
+    failures: list[BaseException] = []
+
+    def prepare(recorder: Recorder, provenances: list) -> None:
+        try:
+            recorder.prepare_content(provenances)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=prepare, args=(r, [o.provenance for o in order]))
+        for r, order in zip(recorders, orders, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures and not any(t.is_alive() for t in threads), failures
+    known = [[r.content.known(o.provenance) for o in made] for r in recorders]
+    assert all(ids == known[0] for ids in known) and None not in known[0]
+    assert_no_duplicate_content(db_url)
+    for recorder in recorders:
+        recorder.close()
+
+
 def test_a_changed_component_adds_a_row_and_old_results_keep_theirs(tmp_path, outcomes):
     url = f"sqlite:///{tmp_path / 'h.db'}"
     Recorder(url, "s1").record(outcomes[0], {})

@@ -200,9 +200,13 @@ class Recorder:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
 
     def prepare_content(self, provenances: Iterable[dict[str, Any]]) -> None:
-        """The content rows of every selected case, before the first call (ContentRows.prepare)."""
+        """The content rows of every selected case, before the first call (ContentRows.prepare).
+
+        In autocommit: every statement is an idempotent upsert, atomic alone, so none holds a lock
+        past itself, and shards preparing at once (each meets the rows in its own order) cannot
+        deadlock on each other."""
         try:
-            with self.engine.begin() as connection:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
                 self._benchmark_id = self.content.prepare(connection, provenances) or self._benchmark_id
         except SQLAlchemyError as exc:
             self.content.forget()
