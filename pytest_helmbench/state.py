@@ -6,7 +6,6 @@ database, no network and no benchmark file (the plugin is loaded in every pytest
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from functools import cached_property
@@ -309,22 +308,17 @@ class HelmbenchState:
         return plan
 
     def load_plan(self) -> ResumePlan | None:
-        if not self.shared.resume_plan.is_file():
-            return None
         from .execution.resume import ResumePlan
 
-        return ResumePlan.load(self.shared.resume_plan)
+        return ResumePlan.load(self.shared.resume_plan) if self.shared.resume_plan.is_file() else None
 
     def save_resume_counts(self, counts: dict[str, int]) -> None:
         self.resume_counts = counts
-        self.shared.ensure()
-        self.shared.resume_counts.write_text(json.dumps(counts), encoding="utf-8")
+        self.shared.save_resume_counts(counts)
 
     def read_resume_counts(self) -> dict[str, int]:
-        path = self.shared.resume_counts
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
-        return self.resume_counts
+        found = self.shared.load_resume_counts()  # a worker's, under xdist
+        return self.resume_counts if found is None else found
 
     # --- recording ---------------------------------------------------------------------------
     def record(self, outcome: Outcome) -> None:

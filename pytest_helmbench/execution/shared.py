@@ -74,6 +74,15 @@ class SharedFiles:
         """How the resume plan decided, for the controller's summary."""
         return self.folder / "resume-counts.json"
 
+    def save_resume_counts(self, counts: dict[str, int]) -> None:
+        self.ensure()
+        self.resume_counts.write_text(json.dumps(counts), encoding="utf-8")
+
+    def load_resume_counts(self) -> dict[str, int] | None:
+        """None when no process of the session wrote any."""
+        path = self.resume_counts
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
     @property
     def changed_baseline(self) -> Path:
         """--helmbench-changed's Baseline, written by the controller before any worker collects."""
