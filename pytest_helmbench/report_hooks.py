@@ -118,9 +118,8 @@ class XdistSelectionHooks:
         if pairs:
             self._noted = True
             notes = session_notes(state.config)
-            notes.unsharded = (
-                notes.unsharded or state.shared.load_unsharded()
-            )  # a shard's run: every shard's cases
+            # A shard's run is every shard's selection: its workers saved it before their split.
+            notes.unsharded = notes.unsharded or state.shared.load_unsharded()
             self.selection.note(codes_by_model(pairs))
 
 
