@@ -91,7 +91,10 @@ question about ATP, then end the conversation.
 
 def test_a_simulated_conversation_runs_end_to_end_on_the_local_model(pytester, monkeypatch):
     """The embedded model is both the model under test and the simulated user (and the marking model):
-    a real conversation of two replies, every reply judged, all of it stored."""
+    a real conversation, every reply judged, all of it stored. SmolLM2's replies are not the same in
+    every run (once, in a full suite on a loaded machine, its first reply differed and its user agent
+    ended the conversation there), so going on and ending are both accepted; either way the user
+    agent answered in valid JSON, or the case would be an error naming the simulated user."""
     pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed")
     from tests.benchfiles import STRICT_SCHEMA, write_benchmark, write_scenario
 
@@ -120,8 +123,12 @@ def test_a_simulated_conversation_runs_end_to_end_on_the_local_model(pytester, m
         ).fetchall()
     assert messages is not None, reason
     roles = [m["role"] for m in json.loads(messages)]
-    assert roles == ["user", "assistant", "user", "assistant"], roles  # the local user agent went on
+    # The local user agent went on (a second reply), or ended the conversation after the first.
+    assert roles in (["user", "assistant", "user", "assistant"], ["user", "assistant"]), roles
     turns = json.loads(details).get("turns") or []
     assert len(turns) == roles.count("assistant"), (status, reason)  # every reply judged
     assert [t["turn"] for t in turns] == list(range(1, len(turns) + 1))
-    assert status in ("passed", "failed") or "simulated user" in reason or "truncated" in reason, reason
+    if len(roles) == 2:  # ended by the user agent's own valid answer, not by a failure to answer
+        assert status in ("passed", "failed"), reason
+    else:
+        assert status in ("passed", "failed") or "simulated user" in reason or "truncated" in reason, reason
