@@ -286,10 +286,10 @@ def test_processes_joining_a_key_at_the_same_moment_make_one_run(tmp_path, db_ur
 
 
 def test_a_keyed_run_is_joined_only_with_its_benchmark_and_answer_deciding_settings():
-    """check_same_run: the settings a headline groups by must match (as stored: JSON); the others
-    (concurrency, cache, pytest's arguments) may differ."""
+    """check_same_settings / check_same_benchmark: the settings a headline groups by must match (as
+    stored: JSON); the others (concurrency, cache, pytest's arguments) may differ."""
     from pytest_helmbench.execution.fleet import FleetRole
-    from pytest_helmbench.storage.fleet import FleetError, check_same_run
+    from pytest_helmbench.storage.fleet import FleetError, check_same_benchmark, check_same_settings
 
     role = FleetRole(KEY, 2, 3)
     stored = {
@@ -300,12 +300,12 @@ def test_a_keyed_run_is_joined_only_with_its_benchmark_and_answer_deciding_setti
         "pytest_args": [],
     }
     same = {**stored, "marking_models": ("a", "b"), "concurrency": 8, "pytest_args": ["-x"], "cache": "off"}
-    check_same_run(7, (1, stored), (1, same), role)  # differs only where a headline does not look
+    check_same_settings(7, stored, same, role)  # differs only where a headline does not look
     with pytest.raises(FleetError, match=r"run 7 \(--helmbench-run-key pipeline-7\) was started with other "):
-        check_same_run(7, (1, stored), (1, {**same, "temperature": 0.7}), role)
+        check_same_settings(7, stored, {**same, "temperature": 0.7}, role)
     with pytest.raises(FleetError, match=r"temperature 0.0 there, 0.7 here"):
-        check_same_run(7, (1, stored), (1, {**same, "temperature": 0.7}), role)
+        check_same_settings(7, stored, {**same, "temperature": 0.7}, role)
     with pytest.raises(FleetError, match="seed None there, 5 here"):
-        check_same_run(7, (1, stored), (1, {**same, "seed": 5}), role)
+        check_same_settings(7, stored, {**same, "seed": 5}, role)
     with pytest.raises(FleetError, match="another benchmark.yml"):
-        check_same_run(7, (1, stored), (2, same), role)
+        check_same_benchmark(7, 1, 2, role)

@@ -59,26 +59,30 @@ def check_shard_count(run_id: int, stored: int | None, role: FleetRole) -> None:
         )
 
 
-def check_same_run(
-    run_id: int, stored: tuple[int, dict[str, Any] | None], given: tuple[int, dict[str, Any]], role: FleetRole
-) -> None:
-    """A keyed run is joined only on its benchmark (benchmark.yml's version and content) and with the
-    settings that decide its answers and verdicts (coverage.SETTINGS): else one run would mix Results
-    of two measurements. Other options (concurrency, cache, ceilings, pytest's arguments) may differ;
-    the run keeps the first process's. (Each Result names its scenario's content row anyway.)"""
-    where = f"run {run_id} (--helmbench-run-key {role.run_key})"
-    if stored[0] != given[0]:
+def check_same_benchmark(run_id: int, stored: int, given: int, role: FleetRole) -> None:
+    """A keyed run is joined only on its benchmark (benchmark.yml's version and content): else one run
+    would mix Results of two measurements. (Each Result names its scenario's content row anyway.)"""
+    if stored != given:
         raise FleetError(
-            f"{where} was started with another benchmark.yml (version or content) than this process's: "
-            "run every process of a key on the same commit, or use another key"
+            f"run {run_id} (--helmbench-run-key {role.run_key}) was started with another benchmark.yml "
+            "(version or content) than this process's: run every process of a key on the same commit, "
+            "or use another key"
         )
-    theirs, ours = _plain(stored[1] or {}), _plain(given[1])
+
+
+def check_same_settings(
+    run_id: int, stored: dict[str, Any] | None, given: dict[str, Any], role: FleetRole
+) -> None:
+    """A keyed run is joined (or a shard of it resumed) only with the settings that decide its answers
+    and verdicts (coverage.SETTINGS). Other options (concurrency, cache, ceilings, pytest's arguments)
+    may differ; the run keeps the first process's."""
+    theirs, ours = _plain(stored or {}), _plain(given)
     differ = [name for name in SETTINGS if theirs.get(name) != ours.get(name)]
     if differ:
         shown = "; ".join(f"{name} {theirs.get(name)!r} there, {ours.get(name)!r} here" for name in differ)
         raise FleetError(
-            f"{where} was started with other settings ({shown}): give every process of a key the same "
-            "settings, or use another key"
+            f"run {run_id} (--helmbench-run-key {role.run_key}) was started with other settings "
+            f"({shown}): give every process of a key the same settings, or use another key"
         )
 
 

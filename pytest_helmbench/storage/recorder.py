@@ -24,7 +24,15 @@ from ..status import RunStatus
 from .cache import write_entries
 from .content import ContentIds, ContentRows
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
-from .fleet import FleetError, check_same_run, check_shard_count, clear_stops, finish_shard, start_shard
+from .fleet import (
+    FleetError,
+    check_same_benchmark,
+    check_same_settings,
+    check_shard_count,
+    clear_stops,
+    finish_shard,
+    start_shard,
+)
 from .records import layout_is
 from .result_rows import (
     ADD_COUNTERS,
@@ -171,7 +179,8 @@ class Recorder:
         )
         try:
             check_shard_count(run_id, stored[0], role)
-            check_same_run(run_id, (stored[1], stored[2]), (fields["benchmark_id"], fields["options"]), role)
+            check_same_benchmark(run_id, stored[1], fields["benchmark_id"], role)
+            check_same_settings(run_id, stored[2], fields["options"], role)
         except FleetError:
             self.refused = True  # finish() must not try to join again
             raise
@@ -219,9 +228,7 @@ class Recorder:
             if run is None:
                 raise StorageError(f"run {run_id} does not exist")
             if self.fleet is not None:  # other shards' Results stay: this one must answer as they did
-                check_same_run(
-                    run_id, (run.benchmark_id, run.options), (run.benchmark_id, options), self.fleet
-                )
+                check_same_settings(run_id, run.options, options, self.fleet)
             run.status = RunStatus.RUNNING
             run.finished_at = None
             run.options = {**options, "resumed_in_session": self.session_id}
