@@ -451,7 +451,10 @@ def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how
             assert parent.stdin is not None
             parent.stdin.write(b"exit\n")
             parent.stdin.close()
-        parent.wait(timeout=20)
+        try:
+            parent.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the parent did not exit after {how}:\n{_hang_report(parent, tmp_path)}")
         assert _wait_port_closed(port, timeout=10), f"server outlived its parent ({how})"
         _assert_gone(child_pid)
     finally:
@@ -460,12 +463,30 @@ def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how
             parent.wait()
 
 
+def _terminal_sigint() -> None:
+    """In the child before exec: SIGINT as in a terminal (default, unblocked), even under a shell job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGUSR1})
+
+
+def _hang_report(parent: subprocess.Popen[bytes], tmp_path: Path) -> str:
+    """What a hung parent was doing: its signal masks, its Python stack (faulthandler), the server log."""
+    status = Path(f"/proc/{parent.pid}/status")
+    masks = [line for line in status.read_text().splitlines() if line.startswith(("State", "Sig"))]
+    parent.send_signal(signal.SIGUSR1)  # faulthandler dumps the stack to the parent's stderr
+    time.sleep(1)
+    stderr = (tmp_path / "parent.err").read_text(errors="replace")
+    server_log = (tmp_path / "server.log").read_text(errors="replace")
+    return "\n".join([*masks, "parent stderr:", stderr, "server log:", server_log])
+
+
 def _start_in_subprocess(
     weights: Path, tmp_path: Path, *, hold: bool
 ) -> tuple[int, int, subprocess.Popen[bytes]]:
     """A stand-in for the pytest controller: starts the server, prints where it is, then holds or exits."""
     script = (
-        "import sys, time\n"
+        "import faulthandler, signal, sys, time\n"
+        "faulthandler.register(signal.SIGUSR1)  # the test asks for the stack if this process hangs\n"
         "from pathlib import Path\n"
         "from pytest_helmbench.providers.local_server import LocalServer\n"
         "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
@@ -480,22 +501,17 @@ def _start_in_subprocess(
         *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
-    parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            script,
-            str(weights),
-            str(tmp_path / "server.log"),
-            "hold" if hold else "exit",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        preexec_fn=lambda: signal.signal(
-            signal.SIGINT, signal.SIG_DFL
-        ),  # as in a terminal, even under a shell job
-    )
+    command = [sys.executable, "-c", script, str(weights), str(tmp_path / "server.log"),
+               "hold" if hold else "exit"]  # fmt: skip
+    with (tmp_path / "parent.err").open("wb") as stderr:  # read back if the parent hangs
+        parent = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            preexec_fn=_terminal_sigint,
+        )
     assert parent.stdout is not None
     line = parent.stdout.readline().decode().split()
     if len(line) != 2:
