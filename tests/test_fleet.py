@@ -309,3 +309,38 @@ def test_a_keyed_run_is_joined_only_with_its_benchmark_and_answer_deciding_setti
         check_same_settings(7, stored, {**same, "seed": 5}, role)
     with pytest.raises(FleetError, match="another benchmark.yml"):
         check_same_benchmark(7, 1, 2, role)
+
+
+def test_the_key_s_stops_are_waited_for_once_then_read_without_waiting(tmp_path):
+    """FleetStopList, asked before every call: until its first read every caller waits for it (not read
+    yet is not "not stopped"); after it, a caller never queues behind another thread's read."""
+    from pytest_helmbench.storage.engine import make_engine, upgrade
+    from pytest_helmbench.storage.fleet import FleetStopList
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    here, there = (FleetStopList(lambda: make_engine(url), KEY, refresh=0.0) for _ in range(2))
+    try:
+        there.stop(BAD, "bad key (401)")
+        answers: list[str | None] = []
+        here._lock.acquire()  # another thread's first read in progress
+        waiting = threading.Thread(target=lambda: answers.append(here.reason(BAD)))
+        waiting.start()
+        waiting.join(0.3)
+        assert waiting.is_alive() and answers == []  # waits: it must not answer "not stopped"
+        here._lock.release()
+        waiting.join(10)
+        assert answers == ["bad key (401)"]
+        there.stop(GOOD, "credit exhausted (402)")
+        answers.clear()
+        with here._lock:  # a read in progress: answered at once, from the last read
+            quick = threading.Thread(target=lambda: answers.extend([here.reason(BAD), here.reason(GOOD)]))
+            quick.start()
+            quick.join(5)
+            assert answers == ["bad key (401)", None]
+        quick.join(10)
+        assert here.reason(GOOD) == "credit exhausted (402)"  # the next read finds it
+        assert here.stopped(fresh=True) == {BAD: "bad key (401)", GOOD: "credit exhausted (402)"}
+    finally:
+        here.close()
+        there.close()

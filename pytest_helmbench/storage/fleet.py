@@ -209,9 +209,9 @@ class FleetStopList:
         self._spend = FleetSpendLedger(engine_factory, run_key)  # its engine and connection handling
         self.run_key = run_key
         self.refresh = refresh
-        self._known: dict[str, str] = {}
+        self._known: dict[str, str] = {}  # replaced whole, never changed in place: read without the lock
         self._read_at = float("-inf")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one reader (or stop) at a time
 
     def stop(self, model: str, reason: str) -> None:
         try:
@@ -223,27 +223,45 @@ class FleetStopList:
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot record a stop: {describe_error(exc)}") from None
         with self._lock:
-            self._known.setdefault(model, reason)
+            self._known = {model: reason} | self._known  # the first reason found stays
 
     def stopped(self, *, fresh: bool = False) -> dict[str, str]:
-        # One reader at a time, the others wait for its answer: a thread must never take "not read
-        # yet" for "not stopped" (the first calls of a process start together).
-        with self._lock:
-            if fresh or time.monotonic() - self._read_at >= self.refresh:
-                try:
-                    with self._spend._connect() as connection:
-                        rows = connection.execute(
-                            select(_STOPS.c.model_id, _STOPS.c.reason).where(_STOPS.c.run_key == self.run_key)
-                        ).all()
-                except SQLAlchemyError as exc:
-                    raise StorageError(f"cannot read stops: {describe_error(exc)}") from None
-                for model, reason in rows:
-                    self._known.setdefault(model, reason)
-                self._read_at = time.monotonic()
-            return dict(self._known)
+        return dict(self._current(fresh=fresh))
 
     def reason(self, model: str) -> str | None:
-        return self.stopped().get(model)
+        return self._current().get(model)
+
+    def _current(self, *, fresh: bool = False) -> dict[str, str]:
+        """Asked before every call. Until the first read, threads wait for it: a thread must never take
+        "not read yet" for "not stopped" (the first calls of a process start together). After it, a
+        thread never waits for another's read: it answers from the last one, at most a read old."""
+        if not fresh and self._read_at != float("-inf"):
+            if time.monotonic() - self._read_at < self.refresh or not self._lock.acquire(blocking=False):
+                return self._known
+            try:
+                self._read()
+            finally:
+                self._lock.release()
+            return self._known
+        with self._lock:
+            if fresh or time.monotonic() - self._read_at >= self.refresh:
+                self._read()
+            return self._known
+
+    def _read(self) -> None:
+        """Called with the lock held."""
+        try:
+            with self._spend._connect() as connection:
+                rows = connection.execute(
+                    select(_STOPS.c.model_id, _STOPS.c.reason).where(_STOPS.c.run_key == self.run_key)
+                ).all()
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read stops: {describe_error(exc)}") from None
+        known = dict(self._known)
+        for model, reason in rows:
+            known.setdefault(model, reason)
+        self._known = known
+        self._read_at = time.monotonic()
 
     def close(self) -> None:
         self._spend.close()
