@@ -156,9 +156,12 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     prefetch = _start_prefetch(state, session)
     state.prepare_content(cases)  # while the first calls are in flight
+    if prefetch is not None:
+        state.answered_early = prefetch.answered  # stored in groups (storage/early.py)
     try:
         return (yield)
     finally:
+        state.answered_early = tuple
         if prefetch is not None:
             prefetch.close()
 

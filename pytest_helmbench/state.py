@@ -7,7 +7,7 @@ database, no network and no benchmark file (the plugin is loaded in every pytest
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +67,7 @@ class HelmbenchState:
         self.resume_counts: dict[str, int] = {}
         self.decision: Any = None
         self.judge_lines: list[str] = []  # each judge's calibration, said in the summary
+        self.answered_early: Callable[[], Sequence[Outcome]] = tuple  # Prefetch.answered, while it runs
         self._warned: set[str] = set()
         workerinput = getattr(config, "workerinput", None)
         self.shared = SharedFiles.from_workerinput(workerinput) if workerinput else SharedFiles.new()
@@ -281,10 +282,8 @@ class HelmbenchState:
         resume, retry = self.option("resume"), self.option("retry-errors")
         if resume and retry:
             raise HelmbenchError("--helmbench-resume and --helmbench-retry-errors do not combine: use one")
-        if resume:
-            return str(resume), False
-        if retry:
-            return str(retry), True
+        if resume or retry:
+            return (str(resume), False) if resume else (str(retry), True)
         return None
 
     def prepare_resume(self) -> ResumePlan | None:
@@ -330,7 +329,8 @@ class HelmbenchState:
         try:
             self.open_storage()
             assert self.recorder is not None
-            tally.run_id = self.recorder.record(outcome, self.run_options(outcome.model))
+            ahead = self.answered_early()  # finished answers not yet reported: stored with this one
+            tally.run_id = self.recorder.record(outcome, self.run_options(outcome.model), ahead)
         except HelmbenchError as exc:
             self.storage_error = str(exc)
             log.error("HELMBench: %s", exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -20,6 +21,7 @@ from pytest_helmbench.storage.tables import (
     Scenario,
 )
 from tests.benchfiles import make_outcomes, write_benchmark
+from tests.dbquery import query
 
 
 @pytest.fixture
@@ -295,3 +297,79 @@ def test_cache_entries_are_written_in_batches_with_results_and_all_at_finish(db_
     recorder.finish({"m/one": "completed"})
     recorder.close()
     assert cached() == total
+
+
+def test_answers_finished_ahead_are_stored_with_the_result_being_recorded(
+    db_url, outcomes, caplog, monkeypatch
+):
+    """Recorder.record's `ahead` (storage/early.py): answers stored in the same commit as the Result
+    recorded; their own record() then writes nothing. Errors, and answers of a run not known yet, are
+    left to their items. The rows and counters are those of one Result at a time."""
+    from sqlalchemy import event
+
+    from pytest_helmbench.storage.result_rows import DriverStatement
+    from tests.test_faults import assert_counters_agree
+
+    outcomes[1].status, outcomes[2].status, outcomes[3].status = "failed", "error", "passed"
+    recorder = Recorder(db_url, "s1")
+    commits: list[str] = []  # each statement writing Results: SQLAlchemy's, or store_results' own
+    event.listen(
+        recorder.engine,
+        "before_cursor_execute",
+        lambda _c, _cur, sql, *_a: (
+            sql.lstrip().upper().startswith("INSERT INTO RESULT") and commits.append("insert")
+        ),
+    )
+    real_execute = DriverStatement.execute
+    monkeypatch.setattr(
+        DriverStatement, "execute", lambda *args: commits.append("insert") or real_execute(*args)
+    )
+    recorder.prepare_content(o.provenance for o in outcomes)
+    recorder.record(outcomes[0], {"temperature": 0}, ahead=outcomes[1:3])  # its run is new: alone
+    assert query(db_url, "select case_code from result") == [(outcomes[0].case_code,)]
+    commits.clear()
+    ahead = [outcomes[4], *outcomes[1:4], outcomes[0], outcomes[5]]
+    recorder.record(outcomes[4], {"temperature": 0}, ahead=ahead)
+    assert commits.count("insert") == 1  # one statement (PostgreSQL) or one transaction (SQLite)
+    stored = {code for (code,) in query(db_url, "select case_code from result")}
+    assert stored == {outcomes[i].case_code for i in (0, 1, 3, 4, 5)}  # not the error: it may be rerun
+    commits.clear()
+    for i in (1, 3):  # their items report them: nothing is written
+        recorder.record(outcomes[i], {"temperature": 0})
+    assert commits == []
+    recorder.record(outcomes[2], {"temperature": 0})  # the error, stored when its item reports it
+    changed = replace(outcomes[5], status="failed")
+    recorder.record(changed, {"temperature": 0})  # reported otherwise than stored (it cannot be): replaced
+    recorder.finish({"m/one": "completed"})
+    recorder.close()
+    assert "stored before it was reported, otherwise" in caplog.text
+    rows = query(db_url, "select case_code, status from result order by case_code")
+    assert len(rows) == len({code for code, _ in rows}) == 6
+    assert dict(rows)[outcomes[1].case_code] == "failed" and dict(rows)[outcomes[5].case_code] == "failed"
+    assert_counters_agree(db_url)
+    run = query(
+        db_url, "select total_tests, passed_tests, failed_tests, error_tests, cost_usd from evaluationrun"
+    )
+    assert run[0][:4] == (5, 3, 2, 1) and run[0][4] == pytest.approx(0.07)  # a replaced Result's spend stays
+
+
+def test_a_result_statement_failing_on_postgresql_is_a_storage_error_and_the_next_one_reconnects(
+    postgres_url, outcomes
+):
+    """store_results goes to psycopg directly (result_rows.DriverStatement): its errors are still
+    StorageErrors naming the database, and the broken connection is not used again."""
+    recorder = Recorder(postgres_url, "s1")
+    try:
+        recorder.prepare_content(o.provenance for o in outcomes)
+        recorder.record(outcomes[0], {})
+        recorder.record(outcomes[1], {})  # the one-statement path, on its autocommit connection
+        pid = recorder._autocommit().connection.driver_connection.info.backend_pid
+        query(postgres_url, f"select pg_terminate_backend({pid})")
+        with pytest.raises(StorageError, match=r"cannot write to postgresql\+psycopg://"):
+            recorder.record(outcomes[2], {})
+        recorder.record(outcomes[2], {})
+        recorder.record(outcomes[3], {})
+        recorder.finish({"m/one": "completed"})
+    finally:
+        recorder.close()
+    assert len(query(postgres_url, "select id from result")) == 4

@@ -9,6 +9,7 @@ worker holds all items and prefetching would pay for calls twice).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
@@ -20,6 +21,9 @@ from .outcome import CaseError, Outcome
 
 if TYPE_CHECKING:  # the executor pulls in httpx and SQLAlchemy
     from .executor import Executor
+
+
+EARLY_BATCH = 100  # answers stored with one Result at most: one transaction stays short
 
 
 class NotStarted(Exception):
@@ -52,6 +56,9 @@ class Prefetch:
         self.failures = 0
         self.stopped = False
         self._lock = threading.Lock()
+        # Answers finished and not yet stored, for the recorder to store in groups (storage/early.py);
+        # not with --maxfail (-x), whose session shows and stores exactly the cases up to the stop.
+        self._answers: deque[Outcome] | None = None if maxfail else deque()
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="helmbench-call")
 
     def submit(self, target: PrefetchTarget) -> None:
@@ -68,7 +75,16 @@ class Prefetch:
             raise
         if outcome.status == Status.FAILED:
             self._count_failure()
+        if self._answers is not None:
+            self._answers.append(outcome)
         return outcome
+
+    def answered(self) -> list[Outcome]:
+        """Answers finished since the last call (at most EARLY_BATCH), oldest first."""
+        found: list[Outcome] = []
+        while self._answers and len(found) < EARLY_BATCH:
+            found.append(self._answers.popleft())  # deque: safe beside the threads appending
+        return found
 
     def _count_failure(self) -> None:
         with self._lock:

@@ -8,12 +8,13 @@ cache entries of a batch are written in key order, so neither waits on the other
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
@@ -22,7 +23,8 @@ from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection
 from ..status import RunStatus
 from .cache import write_entries
-from .content import ContentIds, ContentRows
+from .content import ContentRows
+from .early import EarlyResults, Row, result_key
 from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
 from .fleet import (
     FleetError,
@@ -38,28 +40,20 @@ from .result_rows import (
     ADD_COUNTERS,
     COUNTERS,
     INSERT_RESULT,
-    STORE_RESULT,
     RunCounters,
     deltas,
     result_values,
-    store_values,
+    store_results_now,
+    summed_deltas,
 )
-from .tables import LLM, RUN_COUNTER_TRIGGERS, EvaluationRun, Result, utcnow
+from .tables import LLM, EvaluationRun, Result, has_counter_triggers, utcnow
+
+log = logging.getLogger(__name__)
 
 CACHE_BATCH = 32
 # A rerun case's evaluation details: its earlier attempts in this session (pytest-rerunfailures).
 RERUNS = "earlier_attempts"
 CACHE_BATCH_SECONDS = 2.0
-
-
-def _has_counter_triggers(engine: Engine) -> bool:
-    if engine.dialect.name != "sqlite":
-        return False
-    with engine.connect() as connection:
-        names = set(
-            connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars()
-        )
-    return set(RUN_COUNTER_TRIGGERS) <= names
 
 
 class Recorder:
@@ -79,6 +73,7 @@ class Recorder:
         self.selection: dict[str, RunSelection] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
         self._written: set[tuple[int, str, int, str]] = set()  # (run, case, repeat, layout) this session
+        self._early = EarlyResults()  # stored before their items reported them (record's `ahead`)
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
         self.content = ContentRows(self.engine.dialect.name)
         self._conn: Connection | None = None
@@ -92,7 +87,7 @@ class Recorder:
         self._cache_flushed = time.monotonic()
         # SQLite keeps a run's counters with triggers (tables.RUN_COUNTER_TRIGGERS); other databases
         # get them from one UPDATE per Result.
-        self._counted_by_triggers = _has_counter_triggers(self.engine)
+        self._counted_by_triggers = has_counter_triggers(self.engine)
 
     def _close_connections(self) -> None:
         for connection in (self._conn, self._auto):
@@ -247,42 +242,50 @@ class Recorder:
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
 
-    def record(self, outcome: Outcome, options: dict[str, Any]) -> int:
+    def record(self, outcome: Outcome, options: dict[str, Any], ahead: Iterable[Outcome] = ()) -> int:
         """Store one outcome and update its run's counters in one transaction; returns the run id.
+
+        `ahead`: answers of cases not reported yet (prefetched calls already finished). Those that
+        fit the fast path below go in the same transaction, and their own record() then finds them
+        stored: one commit for many Results when storage is the run's bottleneck.
 
         In a resumed run, the case's earlier Result (an error, a skip, or a stale answer) is replaced,
         so a run always holds one Result per case and repeat.
         """
+        run = self._run_rows.get(outcome.model)
+        early = None if run is None else self._early.take(run.id, outcome)
+        if early:
+            return run.id  # type: ignore[union-attr]
+        if early is False:  # cannot happen (an answer is reported as it was made): it is replaced
+            log.warning("HELMBench: %s was stored before it was reported, otherwise", outcome.nodeid)
         try:
             connection = self._connection()
-            known = self.content.known(outcome.provenance)
-            run = self._run_rows.get(outcome.model)
-            if (
-                known is not None
-                and run is not None
-                and run.id not in self._adopted
-                and (run.id, outcome.case_code, outcome.repeat, outcome.layout) not in self._written
-            ):
+            row = self._fits(outcome)
+            if row is not None:
                 # Every row it points at is known and nothing is replaced: Core statements on the
                 # connection, without an ORM session (which cost as much as the writes themselves).
-                if self._one_statement(outcome):
-                    self._autocommit().execute(STORE_RESULT, store_values(outcome, run.id, known))
-                    self._pending_cache.extend(outcome.cache_writes)  # written with a later batch
+                run = row[1]
+                rows = [row, *self._early.rows(ahead, result_key(run.id, outcome), self._fits)]
+                if self._one_statement(rows):
+                    store_results_now(self._autocommit(), [(answer, ids) for answer, _, ids in rows], run.id)
+                    for answer, _, _ in rows:  # written with a later batch
+                        self._pending_cache.extend(answer.cache_writes)
                 else:
                     with connection.begin():
-                        self._write(connection, run, outcome, known)
+                        self._write(connection, rows)
+                self._written.update(self._early.stored(rows[1:]))
             else:
                 with Session(connection, expire_on_commit=False) as session:
                     ids = self.content.ids(session.connection(), outcome.provenance)
                     run = self._run(session, outcome.model, ids["benchmark"], options)
-                    rerun = (run.id, outcome.case_code, outcome.repeat, outcome.layout) in self._written
+                    rerun = result_key(run.id, outcome) in self._written
                     if run.id in self._adopted or rerun:
                         earlier = self._replace_earlier(session, run, outcome)
                         if rerun:  # pytest-rerunfailures: the last attempt stands, the earlier ones listed
                             outcome = replace(outcome, details={**outcome.details, RERUNS: earlier})
-                    self._write(session, run, outcome, ids)
+                    self._write(session, [(outcome, run, ids)])
                     session.commit()
-            written = (run.id, outcome.case_code, outcome.repeat, outcome.layout)
+            written = result_key(run.id, outcome)
             del self._pending_cache[: self._cache_written]  # committed with this Result
             run_id = run.id
         except SQLAlchemyError as exc:
@@ -298,23 +301,34 @@ class Recorder:
         self.runs.setdefault(outcome.model, run_id)
         return run_id
 
-    def _one_statement(self, outcome: Outcome) -> bool:
-        """On PostgreSQL, a Result whose transaction has no cache batch to write: one statement
-        (STORE_RESULT) in autocommit."""
-        if self.engine.dialect.name != "postgresql":
+    def _one_statement(self, rows: list[Row]) -> bool:
+        """On PostgreSQL, Results of one run whose transaction has no cache batch to write: one
+        statement (store_results) in autocommit."""
+        if self.engine.dialect.name != "postgresql" or len({run.id for _, run, _ in rows}) > 1:
             return False
-        pending = len(self._pending_cache) + len(outcome.cache_writes)
+        pending = len(self._pending_cache) + sum(len(outcome.cache_writes) for outcome, _, _ in rows)
         return pending == 0 or (
             pending < CACHE_BATCH and time.monotonic() - self._cache_flushed < CACHE_BATCH_SECONDS
         )
 
-    def _write(self, db: Session | Connection, run: RunCounters, outcome: Outcome, ids: ContentIds) -> None:
-        """The Result row, its run's counters and the fresh cache entries, in the caller's transaction."""
+    def _fits(self, outcome: Outcome) -> Row | None:
+        """The fast path's row for `outcome`: its content rows known, its run this session's own
+        (not adopted: nothing to replace), and no Result of it stored yet; else None."""
+        run = self._run_rows.get(outcome.model)
+        known = self.content.known(outcome.provenance)
+        if run is None or known is None or run.id in self._adopted:
+            return None
+        return None if result_key(run.id, outcome) in self._written else (outcome, run, known)
+
+    def _write(self, db: Session | Connection, rows: list[Row]) -> None:
+        """The Result rows, their runs' counters and the fresh cache entries, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
-        db.execute(INSERT_RESULT, [result_values(outcome, run.id, ids)])
+        db.execute(INSERT_RESULT, [result_values(outcome, run.id, ids) for outcome, run, ids in rows])
         if not self._counted_by_triggers:
-            db.execute(ADD_COUNTERS, {"run_id": run.id, **deltas(outcome)})
-        self._pending_cache.extend(outcome.cache_writes)
+            for run_id, added in summed_deltas((run.id, outcome) for outcome, run, _ in rows).items():
+                db.execute(ADD_COUNTERS, {"run_id": run_id, **added})
+        for outcome, _, _ in rows:
+            self._pending_cache.extend(outcome.cache_writes)
         if (
             len(self._pending_cache) >= CACHE_BATCH
             or time.monotonic() - self._cache_flushed >= CACHE_BATCH_SECONDS
