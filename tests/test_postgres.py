@@ -130,3 +130,25 @@ def test_a_cache_entry_holding_nul_is_not_written_on_postgresql(db_url):
         [("clean", "fine")] if db_url.startswith("postgresql") else [("clean", "fine"), ("nul", "a\x00b")]
     )
     assert kept == expected
+
+
+def test_text_holding_nul_is_stored_on_every_write_path(tmp_path, db_url):
+    """A Result's text columns (the raw response of a provider without a JSON body, the reason quoting
+    it) may hold a NUL: stored with U+FFFD on PostgreSQL — whether the Result goes alone through the
+    ORM's path, alone in one statement, or with the answers finished ahead of it — and as is on SQLite."""
+    outcomes = make_outcomes(write_benchmark(tmp_path / "benchmark"), "m/one")[:5]
+    for i, outcome in enumerate(outcomes):
+        outcome.raw_response, outcome.reason = f"raw {i}\x00", f"reason {i}\x00"
+    recorder = Recorder(db_url, "s1")
+    try:
+        recorder.record(outcomes[0], {})  # the run's first Result: the ORM session's path
+        recorder.record(outcomes[1], {})  # alone, one statement on PostgreSQL
+        recorder.record(outcomes[2], {}, ahead=outcomes[3:])  # with the answers finished ahead of it
+        for outcome in outcomes[3:]:
+            recorder.record(outcome, {})
+        recorder.finish({"m/one": "completed"})
+    finally:
+        recorder.close()
+    nul = "\ufffd" if db_url.startswith("postgresql") else "\x00"
+    stored = query(db_url, "select raw_response, reason from result order by id")
+    assert sorted(stored) == [(f"raw {i}{nul}", f"reason {i}{nul}") for i in range(5)]

@@ -60,3 +60,23 @@ def store_nul_as_replacement(engine: Engine) -> None:
         if adapters is not None:  # psycopg 3 (another driver keeps its own behaviour)
             adapters.register_dumper(str, binary)
             adapters.register_dumper(str, text)  # registered last: the default, as psycopg's own
+
+
+def nul_free_cursor(connection: Any) -> Any:
+    """A psycopg RawCursor ($n placeholders) on `connection` that dumps strings with psycopg's own
+    compiled dumpers, for parameters already made NUL-free by nul_free: store_nul_as_replacement's
+    Python dumpers cost a call per string (~1 us each, a tenth of what storing a Result costs)."""
+    import psycopg
+    from psycopg.adapt import PyFormat
+
+    cursor = psycopg.RawCursor(connection)
+    for format_ in (PyFormat.BINARY, PyFormat.TEXT):  # text last: the default, as psycopg's own
+        cursor.adapters.register_dumper(str, psycopg.adapters.get_dumper(str, format_))
+    return cursor
+
+
+def nul_free(values: list[Any]) -> list[Any]:
+    """Statement parameters with NUL replaced in each string (JSON ones are serialised already)."""
+    return [
+        value.replace(NUL, REPLACEMENT) if type(value) is str and NUL in value else value for value in values
+    ]

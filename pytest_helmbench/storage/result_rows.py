@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from ..execution.outcome import Outcome
 from ..status import Status
 from .content import ContentIds
+from .pgtext import nul_free, nul_free_cursor
 from .tables import EvaluationRun, Result, utcnow
 
 
@@ -112,14 +113,14 @@ class DriverStatement:
         return cls(sql, tuple(map(_slot, numbers)), tuple(processors))
 
     def execute(self, connection: Connection, rows: Sequence[dict[str, Any]], shared: dict[str, Any]) -> None:
-        from psycopg import Error, RawCursor
+        from psycopg import Error
 
         values = [shared[name] if row < 0 else rows[row][name] for row, name in self.slots]
         for position, process in self.processors:
             values[position] = process(values[position])
         try:
-            with RawCursor(connection.connection.driver_connection) as cursor:
-                cursor.execute(self.sql, values)
+            with nul_free_cursor(connection.connection.driver_connection) as cursor:
+                cursor.execute(self.sql, nul_free(values))
         except Error as exc:  # as SQLAlchemy's own execution raises it: the recorder handles that
             connection.invalidate()  # it may be broken: the pool must not hand it out again
             raise DBAPIError.instance(self.sql, None, exc, Error) from exc
