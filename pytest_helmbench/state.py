@@ -373,11 +373,13 @@ class HelmbenchState:
                 self.recorder.finish(statuses, write_cache=not failed)
                 from .run_record import record_session, whole_run_tallies
 
-                self.tallies.update(whole_run_tallies(self.recorder))  # the last shard: the whole run
+                whole = whole_run_tallies(self.recorder)  # the last shard: the whole run (read once)
+                self.tallies.update(whole)
                 if not failed and self.recorder.runs:
                     scenarios = {r.scenario for tally in self.tallies.values() for r in tally.results}
+                    loaded = {tally.run_id: tally.results for tally in whole.values() if tally.run_id}
                     recorded = (self.recorder.runs, self.settings, self.loader, scenarios, self.evaluators)
-                    self.judge_lines = record_session(self.settings.db_url, *recorded)
+                    self.judge_lines = record_session(self.settings.db_url, *recorded, loaded)
             except HelmbenchError as exc:
                 self.storage_error = self.storage_error or str(exc)
                 log.error("HELMBench: %s", exc)
@@ -386,10 +388,9 @@ class HelmbenchState:
         self.close_clients()
 
     def close_clients(self) -> None:
-        if "clients" in self.__dict__:
-            self.clients.close()
-        if "cache" in self.__dict__ and self.cache is not None:
-            self.cache.close()
+        for opened in ("clients", "cache"):  # only those made (cached properties): the cache may be None
+            if self.__dict__.get(opened) is not None:
+                self.__dict__[opened].close()
 
     def cleanup(self) -> None:
         """Stop local model servers and remove the shared temporary folder (controller, at the end)."""

@@ -8,6 +8,7 @@ a model's stop (bad key) hold across the processes; the cache serves one process
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -93,6 +94,12 @@ def test_three_shards_with_one_key_make_one_run_per_model_completed_by_the_last(
         assert shards == [(1, "completed"), (2, "completed"), (3, "completed")]
     assert_counters_agree(db_url)
     assert_no_duplicate_content(db_url)
+    # The figures stored on each run are the whole run's (the last shard computes them once more).
+    for scores, passed, failed, errors in query(
+        db_url, "select scores, passed_tests, failed_tests, error_tests from evaluationrun"
+    ):
+        scores = json.loads(scores) if isinstance(scores, str) else scores
+        assert (scores["passed"], scores["failed"], scores["errors"]) == (passed, failed, errors)
     selection = query(db_url, "select subset, selected_cases, benchmark_cases from evaluationrun")
     assert {(bool(s), n, t) for s, n, t in selection} == {(False, len(codes), len(codes))}  # not a subset
     assert not any("subset" in output for _, output in outputs)
