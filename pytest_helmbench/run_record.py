@@ -157,6 +157,35 @@ def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, 
     return done
 
 
+def end_session(
+    recorder: Recorder,
+    settings: Settings,
+    loader: BenchmarkLoader,
+    evaluators: EvaluatorRegistry,
+    tallies: dict[str, Tally],
+    *,
+    store_figures: bool,
+) -> list[str]:
+    """After the recorder closed the runs: the shard that completed a keyed run shows the whole run
+    (its tallies replace this shard's in `tallies`), and the figures of the runs this session ends are
+    stored unless told not to (after a storage failure). Returns the judges' calibration lines."""
+    whole = whole_run_tallies(recorder)
+    tallies.update(whole)
+    if not store_figures or not recorder.runs:
+        return []
+    scenarios = {result.scenario for tally in tallies.values() for result in tally.results}
+    loaded = {tally.run_id: tally.results for tally in whole.values() if tally.run_id}  # read once
+    return record_session(
+        settings.db_url, runs_to_score(recorder), settings, loader, scenarios, evaluators, loaded
+    )
+
+
+def runs_to_score(recorder: Recorder) -> dict[str, int]:
+    """The runs whose figures this session stores: not a keyed run that other shards are still adding
+    to (the shard that completes it stores the whole run's figures; partial ones would mislead)."""
+    return {m: run_id for m, run_id in recorder.runs.items() if recorder.run_statuses.get(m) != "running"}
+
+
 def whole_run_tallies(recorder: Recorder) -> dict[str, Tally]:
     """The keyed runs this shard completed (it finished last), each as a tally of every shard's Results:
     the summary of the last shard shows the whole run."""

@@ -371,15 +371,10 @@ class HelmbenchState:
                     wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
                     self.recorder.join_missing(wanted, {m: self.run_options(m) for m in wanted})
                 self.recorder.finish(statuses, write_cache=not failed)
-                from .run_record import record_session, whole_run_tallies
+                from .run_record import end_session
 
-                whole = whole_run_tallies(self.recorder)  # the last shard: the whole run (read once)
-                self.tallies.update(whole)
-                if not failed and self.recorder.runs:
-                    scenarios = {r.scenario for tally in self.tallies.values() for r in tally.results}
-                    loaded = {tally.run_id: tally.results for tally in whole.values() if tally.run_id}
-                    recorded = (self.recorder.runs, self.settings, self.loader, scenarios, self.evaluators)
-                    self.judge_lines = record_session(self.settings.db_url, *recorded, loaded)
+                recorded = (self.recorder, self.settings, self.loader, self.evaluators, self.tallies)
+                self.judge_lines = end_session(*recorded, store_figures=not failed)
             except HelmbenchError as exc:
                 self.storage_error = self.storage_error or str(exc)
                 log.error("HELMBench: %s", exc)

@@ -241,6 +241,12 @@ def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_
     project, codes = _project(tmp_path)
     finish([shard(project, db_url, 1), shard(project, db_url, 2)])
     assert {status for _, status, *_ in _runs(db_url).values()} == {"running"}  # shard 3 still to come
+    # A run still running has no figures yet: the shard that ends it stores the whole run's.
+    stored = [
+        json.loads(v) if isinstance(v, str) else v
+        for (v,) in query(db_url, "select scores from evaluationrun")
+    ]
+    assert stored == [None, None]
     ((status, output),) = finish([shard(project, db_url, 3, "--helmbench-max-cost=0.0000001")])
     assert "cost ceiling" in output, output[-3000:]  # the key's spend is over it: every case skipped
     runs = _runs(db_url)
