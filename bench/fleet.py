@@ -6,9 +6,11 @@ per-case storage cost of PostgreSQL against SQLite. Measured in one run, so the 
 2. Fleet: three shard processes (--helmbench-shard k/3, one --helmbench-run-key, each at concurrency
    50) into one PostgreSQL, 6,000 cases at 200 ms: every Result stored exactly once, one run, wall
    <= 1.5x the ideal of one process at concurrency 150.
-3. Storage: 20,000 Results recorded (the recorder the plugin uses, one transaction per Result as in
-   a run) into PostgreSQL with its default durability (fsync and synchronous commit on) and into
-   SQLite: PostgreSQL's per-case cost <= 1.5x SQLite's.
+3. Storage: 20,000 Results recorded by the recorder the plugin uses, as a run records them (content
+   rows prepared up front, then each Result with the answers finished ahead of it: 50 at a time, a
+   wave of concurrency-50 calls), into PostgreSQL with its default durability (fsync and synchronous
+   commit on) and into SQLite: PostgreSQL's per-case cost <= 1.5x SQLite's. The same one Result at a
+   time (every answer arriving after the previous one was stored) is printed for comparison.
 
 PostgreSQL is a throwaway server (tests/postgres_server.py: Debian's binaries, a temp folder, a free
 port on 127.0.0.1), started here with fsync on. Nothing talks to anything but 127.0.0.1.
