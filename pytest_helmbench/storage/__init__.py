@@ -4,7 +4,9 @@
 - engine.py: engines for a URL, the schema's state and revision, creating or migrating it under a
   lock (`upgrade`), opening an existing database only (`open_existing`), `stamp`, `StorageError`.
 - content.py: the content rows a case ran with, upserted atomically by code and content hash.
-- recorder.py: the `Recorder`, the one writer of runs and Results (and of response-cache entries).
+- recorder.py: the `Recorder`, the one writer of runs and Results (and of response-cache entries);
+  result_rows.py: what a Result row and its counter increments are, and PostgreSQL's one statement
+  for a group of them; early.py: the Results stored before their items report them.
 - cache.py: the response cache's reads; queries.py: stored runs read back for analytics and reports;
   records.py: every Result as a flat record, streamed (the export rows); columns.py: the column
   sets (names, pandas dtypes) export and pytest_helmbench.results share; calibration_store.py: judge

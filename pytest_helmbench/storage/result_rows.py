@@ -139,7 +139,7 @@ def _none_once(process: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 # PostgreSQL: Results of one run and their run's counters in one statement (a data-modifying WITH),
 # sent in autocommit: one round trip, and still one transaction.
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=128)  # a run uses one dialect and at most EARLY_BATCH + 1 sizes
 def store_results(count: int, dialect: Dialect) -> DriverStatement:
     """The statement for `count` Results (one per group size, compiled once)."""
     columns = [c for c in _RESULTS.c if c.name != "id"]
