@@ -48,26 +48,27 @@ def _insert(connection: Connection):  # noqa: ANN202 - a dialect's insert with O
     return found
 
 
+def _refused(run_id: int, role: FleetRole, started: str, fix: str) -> FleetError:
+    """The one wording of every refusal to join a keyed run: what the run was started with, the fix."""
+    return FleetError(f"run {run_id} (--helmbench-run-key {role.run_key}) was started with {started}: {fix}")
+
+
 def check_shard_count(run_id: int, stored: int | None, role: FleetRole) -> None:
     """A run started with N shards is joined only by shards of N."""
     if stored != role.shard_count:
         started = f"{stored} shard(s)" if stored else "no --helmbench-shard"
         given = f"--helmbench-shard K/{role.shard_count}" if role.shard_count else "no --helmbench-shard"
-        raise FleetError(
-            f"run {run_id} (--helmbench-run-key {role.run_key}) was started with {started}, this process "
-            f"has {given}: give every process of a key the same N, or use another key"
-        )
+        fix = "give every process of a key the same N, or use another key"
+        raise _refused(run_id, role, f"{started}, this process has {given}", fix)
 
 
 def check_same_benchmark(run_id: int, stored: int, given: int, role: FleetRole) -> None:
     """A keyed run is joined only on its benchmark (benchmark.yml's version and content): else one run
     would mix Results of two measurements. (Each Result names its scenario's content row anyway.)"""
     if stored != given:
-        raise FleetError(
-            f"run {run_id} (--helmbench-run-key {role.run_key}) was started with another benchmark.yml "
-            "(version or content) than this process's: run every process of a key on the same commit, "
-            "or use another key"
-        )
+        started = "another benchmark.yml (version or content) than this process's"
+        fix = "run every process of a key on the same commit, or use another key"
+        raise _refused(run_id, role, started, fix)
 
 
 def check_same_settings(
@@ -80,10 +81,8 @@ def check_same_settings(
     differ = [name for name in SETTINGS if theirs.get(name) != ours.get(name)]
     if differ:
         shown = "; ".join(f"{name} {theirs.get(name)!r} there, {ours.get(name)!r} here" for name in differ)
-        raise FleetError(
-            f"run {run_id} (--helmbench-run-key {role.run_key}) was started with other settings "
-            f"({shown}): give every process of a key the same settings, or use another key"
-        )
+        fix = "give every process of a key the same settings, or use another key"
+        raise _refused(run_id, role, f"other settings ({shown})", fix)
 
 
 def _plain(options: dict[str, Any]) -> dict[str, Any]:
