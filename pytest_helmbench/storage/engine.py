@@ -189,6 +189,17 @@ def schema_state(connection: Connection) -> Schema:
     return Schema(SchemaState.BEHIND, ", ".join(revisions))
 
 
+def has_counter_triggers(engine: Engine) -> bool:
+    """True when the database keeps the run counters itself (SQLite, built or migrated here)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.connect() as connection:
+        names = set(
+            connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars()
+        )
+    return set(tables.RUN_COUNTER_TRIGGERS) <= names
+
+
 def check_usable(schema: Schema, db_url: str) -> None:
     """A one-line error naming the fix for a database this version cannot use as it is."""
     if schema.state is SchemaState.NEWER:

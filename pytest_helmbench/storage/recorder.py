@@ -25,7 +25,7 @@ from ..status import RunStatus
 from .cache import write_entries
 from .content import ContentRows
 from .early import EarlyResults, Row, result_key
-from .engine import StorageError, describe_error, make_engine, safe_url, upgrade
+from .engine import StorageError, describe_error, has_counter_triggers, make_engine, safe_url, upgrade
 from .fleet import (
     FleetError,
     check_same_benchmark,
@@ -46,7 +46,7 @@ from .result_rows import (
     store_results_now,
     summed_deltas,
 )
-from .tables import LLM, EvaluationRun, Result, has_counter_triggers, utcnow
+from .tables import LLM, EvaluationRun, Result, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from sqlalchemy import DDL, JSON, Column, Index, Text, UniqueConstraint, event
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
 #: Every JSON column's type: JSON on SQLite, JSONB on PostgreSQL (binary, indexable, with equality;
@@ -300,14 +299,3 @@ END""",
 }
 for _trigger in RUN_COUNTER_TRIGGERS.values():
     event.listen(Result.__table__, "after_create", DDL(_trigger).execute_if(dialect="sqlite"))  # type: ignore[attr-defined]
-
-
-def has_counter_triggers(engine: Engine) -> bool:
-    """True when the database keeps the run counters itself (SQLite, built or migrated here)."""
-    if engine.dialect.name != "sqlite":
-        return False
-    with engine.connect() as connection:
-        names = set(
-            connection.exec_driver_sql("select name from sqlite_master where type = 'trigger'").scalars()
-        )
-    return set(RUN_COUNTER_TRIGGERS) <= names
