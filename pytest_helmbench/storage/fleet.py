@@ -234,18 +234,19 @@ class FleetStopList:
         """Asked before every call. Until the first read, threads wait for it: a thread must never take
         "not read yet" for "not stopped" (the first calls of a process start together). After it, a
         thread never waits for another's read: it answers from the last one, at most a read old."""
-        if not fresh and self._read_at != float("-inf"):
-            if time.monotonic() - self._read_at < self.refresh or not self._lock.acquire(blocking=False):
-                return self._known
+        if fresh or self._read_at == float("-inf"):
+            with self._lock:
+                if fresh or self._stale():  # not if the read waited for has just been made
+                    self._read()
+        elif self._stale() and self._lock.acquire(blocking=False):
             try:
                 self._read()
             finally:
                 self._lock.release()
-            return self._known
-        with self._lock:
-            if fresh or time.monotonic() - self._read_at >= self.refresh:
-                self._read()
-            return self._known
+        return self._known
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._read_at >= self.refresh
 
     def _read(self) -> None:
         """Called with the lock held."""
