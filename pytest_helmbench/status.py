@@ -35,3 +35,9 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"  # every selected case reached a verdict or an error
     INTERRUPTED = "interrupted"  # stopped, cut short, or cases skipped at the cost ceiling
+
+
+# A case pytest-timeout interrupted is an ERROR whose details say so (plugin/items.py writes them);
+# its run is left resumable rather than completed (reporting/tally.py).
+TIMEOUT_DETAIL = "interrupted_by"
+PYTEST_TIMEOUT = "pytest-timeout"

@@ -256,7 +256,7 @@ LAYOUTS = {
 def test_find_project_finds_what_pytest_finds(tmp_path, layout):
     from _pytest.config.findpaths import determine_setup  # pytest's own search, only to compare
 
-    from pytest_helmbench.cli_defaults import find_project
+    from pytest_helmbench.cli.defaults import find_project
 
     start = tmp_path / "a" / "b" / "c"
     start.mkdir(parents=True)

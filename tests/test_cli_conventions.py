@@ -89,7 +89,7 @@ def test_the_command_line_loads_no_database_library():
 
 
 def test_export_format_is_a_choice(project):
-    from pytest_helmbench.cli_results import ExportFormat
+    from pytest_helmbench.cli.results import ExportFormat
     from pytest_helmbench.reporting.export import FORMATS
 
     assert tuple(f.value for f in ExportFormat) == FORMATS

@@ -21,10 +21,10 @@ from pytest_helmbench.reporting.drift import (
 from pytest_helmbench.reporting.drift_chart import DriftLine, drift_chart
 from pytest_helmbench.reporting.html_report import render_report
 from pytest_helmbench.reporting.intervals import newcombe_paired_interval, wilson_interval
+from pytest_helmbench.reporting.tally import Tally
 from pytest_helmbench.reporting.terminal import model_lines
 from pytest_helmbench.status import Status
 from pytest_helmbench.storage.queries import load_report_data
-from pytest_helmbench.tally import Tally
 from tests import test_report
 from tests.test_report import GOOD_MODEL, SCRIPT_PAYLOAD, Dom, assert_not_pwned, session_for
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_helmbench.errors import ConfigError
-from pytest_helmbench.options import OPTIONS, option_named, option_value
+from pytest_helmbench.plugin.options import OPTIONS, option_named, option_value
 
 
 @pytest.fixture(autouse=True)

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pytest_helmbench import benchmark_root, cli_init
+from pytest_helmbench import benchmark_root
 from pytest_helmbench.benchmark_root import BenchmarkRoot, resolve_root
 from pytest_helmbench.cli import app
+from pytest_helmbench.cli import init as cli_init
 from tests.benchfiles import write, write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,7 +222,8 @@ SDIST_NEEDS = (
     "benchmark/scenarios/P1-B1-S1/S1.md",
     "migrations/env.py",
     "migrations/versions/0001_initial_schema.py",
-    "pytest_helmbench/plugin.py",
+    "pytest_helmbench/plugin/__init__.py",
+    "pytest_helmbench/cli/__init__.py",
     "pytest_helmbench/reporting/templates/report.html",
     "bench/throughput.py",
 )
@@ -306,6 +308,8 @@ def test_the_built_distributions_install_and_run_the_shipped_benchmark(tmp_path)
     }
     assert shipped and shipped - names == set()  # every benchmark file is package data in the wheel
     assert "pytest_helmbench/migrations/env.py" in names
+    for package in ("plugin", "cli"):  # the pytest11 entry point's and the command's packages
+        assert f"pytest_helmbench/{package}/__init__.py" in names
     assert "pytest_helmbench/migrations/versions/0001_initial_schema.py" in names
     for template in ("report.html", "report.css", "report.js"):  # the report page's package data
         assert f"pytest_helmbench/reporting/templates/{template}" in names

@@ -20,7 +20,7 @@ from pytest_helmbench.execution.executor import (
     ModelStopped,
     StopBoard,
 )
-from pytest_helmbench.options import OPTIONS
+from pytest_helmbench.plugin.options import OPTIONS
 from pytest_helmbench.providers.pool import ClientPool, build_request
 from pytest_helmbench.redaction import Secret
 from pytest_helmbench.suite.cases import Case, expand

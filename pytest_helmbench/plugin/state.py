@@ -14,38 +14,38 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .benchmark_root import session_benchmark
-from .config import (
+from ..benchmark_root import session_benchmark
+from ..config import (
     Settings,
     api_key_from_env,
     build_settings,
     load_models_file,
 )
-from .errors import BenchmarkError, ConfigError, HelmbenchError
-from .execution.budget import CostLedger, StopBoard
-from .execution.fleet import FleetRole, fleet_role
-from .execution.outcome import Outcome, provenance
-from .execution.shared import SharedFiles
+from ..errors import BenchmarkError, ConfigError, HelmbenchError
+from ..execution.budget import CostLedger, StopBoard
+from ..execution.fleet import FleetRole, fleet_role
+from ..execution.outcome import Outcome, provenance
+from ..execution.shared import SharedFiles
+from ..providers.ratelimit import AdaptiveLimiter
+from ..redaction import redact_data
+from ..reporting.tally import Tally
+from ..status import RunStatus
+from ..suite.cases import Case
+from ..suite.files import parse_file_size
+from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
+from ..suite.model import Scenario
 from .options import check_options, option_named, option_source, option_value
-from .providers.ratelimit import AdaptiveLimiter
-from .redaction import redact_data
-from .status import RunStatus
-from .suite.cases import Case
-from .suite.files import parse_file_size
-from .suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
-from .suite.model import Scenario
-from .tally import Tally
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in
 # SQLAlchemy, Alembic and httpx (~0.5 s) are imported where a run first needs them.
 if TYPE_CHECKING:
-    from .evaluation.registry import EvaluatorRegistry
-    from .execution.executor import Executor
-    from .execution.resume import ResumePlan
-    from .providers.pool import ClientPool
-    from .providers.registry import ProviderRegistry
-    from .storage.cache import ResponseCache
-    from .storage.recorder import Recorder
+    from ..evaluation.registry import EvaluatorRegistry
+    from ..execution.executor import Executor
+    from ..execution.resume import ResumePlan
+    from ..providers.pool import ClientPool
+    from ..providers.registry import ProviderRegistry
+    from ..storage.cache import ResponseCache
+    from ..storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class HelmbenchState:
     @cached_property
     def evaluators(self) -> EvaluatorRegistry:
         """Every evaluation type, built-in or from a conftest/plugin, gathered once per process."""
-        from .evaluation.registry import EvaluatorRegistry
+        from ..evaluation.registry import EvaluatorRegistry
 
         registry = EvaluatorRegistry()
         self.config.hook.pytest_helmbench_register_evaluators(registry=registry)
@@ -161,7 +161,7 @@ class HelmbenchState:
             keyed = self.fleet is not None and not self.all_dry_run()
         except ConfigError:  # said once at collection: nothing is sent
             keyed = False
-        from .storage.fleet import shared_stops
+        from ..storage.fleet import shared_stops
 
         return shared_stops(self.fleet, self.settings.db_url) if keyed else None
 
@@ -171,7 +171,7 @@ class HelmbenchState:
         if limit is None:
             return None
         self.shared.ensure()
-        from .storage.fleet import shared_spend  # with a run key: one ceiling for all its processes
+        from ..storage.fleet import shared_spend  # with a run key: one ceiling for all its processes
 
         return CostLedger(self.shared.spend, limit, shared_spend(self.fleet, self.settings.db_url))
 
@@ -183,13 +183,13 @@ class HelmbenchState:
     @cached_property
     def providers(self) -> ProviderRegistry:
         """Every provider of this process, from the register-providers hook (the built-ins' too)."""
-        from .providers.registry import ProviderRegistry
+        from ..providers.registry import ProviderRegistry
 
         return ProviderRegistry.from_hook(self.config.hook)
 
     @cached_property
     def clients(self) -> ClientPool:
-        from .providers.pool import ClientPool
+        from ..providers.pool import ClientPool
 
         return ClientPool(
             self.settings,
@@ -206,14 +206,14 @@ class HelmbenchState:
         settings = self.settings
         if settings.cache_mode == "off":
             return None
-        from .storage.cache import ResponseCache
-        from .storage.engine import make_engine
+        from ..storage.cache import ResponseCache
+        from ..storage.engine import make_engine
 
         return ResponseCache(lambda: make_engine(settings.db_url), settings.cache_mode, settings.cache_ttl)
 
     @cached_property
     def executor(self) -> Executor:
-        from .execution.executor import Executor
+        from ..execution.executor import Executor
 
         return Executor(
             self.settings,
@@ -261,7 +261,7 @@ class HelmbenchState:
     def open_storage(self) -> None:
         """Migrate and open the database before any call is paid for (controller only)."""
         if self.recorder is None and not self.is_worker:
-            from .storage.recorder import Recorder
+            from ..storage.recorder import Recorder
 
             self.recorder = Recorder(self.settings.db_url, self.session_id, self.fleet)
 
@@ -291,7 +291,7 @@ class HelmbenchState:
         wanted = self.resume_request()
         if wanted is None or self.all_dry_run():
             return None
-        from .storage.prior_runs import build_plan
+        from ..storage.prior_runs import build_plan
 
         self.open_storage()
         assert self.recorder is not None
@@ -307,7 +307,7 @@ class HelmbenchState:
         return plan
 
     def load_plan(self) -> ResumePlan | None:
-        from .execution.resume import ResumePlan
+        from ..execution.resume import ResumePlan
 
         return ResumePlan.load(self.shared.resume_plan) if self.shared.resume_plan.is_file() else None
 
@@ -371,7 +371,7 @@ class HelmbenchState:
                     wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
                     self.recorder.join_missing(wanted, {m: self.run_options(m) for m in wanted})
                 self.recorder.finish(statuses, write_cache=not failed)
-                from .run_record import end_session
+                from ..reporting.run_record import end_session
 
                 recorded = (self.recorder, self.settings, self.loader, self.evaluators, self.tallies)
                 self.judge_lines = end_session(*recorded, store_figures=not failed)

@@ -12,22 +12,24 @@ from typing import Any
 
 import pytest
 
-from . import author_hooks, case_selection, gc_tuning
-from .benchmark_root import BenchmarkHooks
+from ..benchmark_root import BenchmarkHooks
+from ..errors import HelmbenchError
+from ..execution.prefetch import Prefetch, start_prefetch
+from ..reporting.html_extras import html_extras_for
+from ..status import UNSUCCESSFUL
+from ..suite.files import leads_outside
+from . import author as author_hooks
+from . import gc_tuning
+from . import select as case_selection
 from .controller import ControllerHooks
-from .errors import HelmbenchError
-from .execution.prefetch import Prefetch, start_prefetch
-from .fleet_session import join_key_runs
+from .fleet import join_key_runs
 from .items import CaseItem, OutsideLink, ScenarioFile, case_items, shape_report
 from .junit import JunitHooks
+from .notes import register_report_hooks
 from .notices import dry_run_lines, say, workers_note
 from .options import add_options
-from .report_hooks import register_report_hooks
-from .reporting.html_extras import html_extras_for
 from .state import STATE_KEY, HelmbenchState
-from .status import UNSUCCESSFUL
-from .suite.files import leads_outside
-from .xdist_hooks import XdistHooks
+from .xdist import XdistHooks
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
 
@@ -54,11 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: gc_tuning.unfreeze(config))
     config.addinivalue_line("markers", MARKER)
     config.pluginmanager.register(BenchmarkHooks(state.base_dir), "helmbench-benchmark")  # which benchmark
-    from .evaluation import builtin
+    from ..evaluation import builtin
 
     if not config.pluginmanager.is_registered(builtin):  # the hook third parties implement too
         config.pluginmanager.register(builtin, "helmbench-evaluators")
-    from .providers import builtin as builtin_providers
+    from ..providers import builtin as builtin_providers
 
     if not config.pluginmanager.is_registered(builtin_providers):  # HTTP and local, through the same hook
         config.pluginmanager.register(builtin_providers, "helmbench-providers")

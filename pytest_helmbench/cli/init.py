@@ -13,9 +13,9 @@ from pathlib import Path
 
 import typer
 
-from . import benchmark_root
-from .cli_defaults import ConfigFileError, find_project
-from .cli_results import fail
+from .. import benchmark_root
+from .defaults import ConfigFileError, find_project
+from .results import fail
 
 
 class InitError(Exception):

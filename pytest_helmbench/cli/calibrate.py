@@ -15,16 +15,16 @@ from typing import Any
 
 import typer
 
-from .cli_defaults import find_project
-from .cli_results import DbOption, default_db, fail, open_existing_db
-from .config import Settings, api_key_from_env, build_settings, load_models_file
-from .errors import HelmbenchError
-from .evaluation.builtin import builtin_registry
-from .options import OPTIONS
-from .suite.calibration import CalibrationItem, check_calibration, label_set_hash, load_calibration
-from .suite.loader import BenchmarkLoader
-from .suite.model import Scenario
-from .trust import OptionSource
+from ..config import Settings, api_key_from_env, build_settings, load_models_file
+from ..errors import HelmbenchError
+from ..evaluation.builtin import builtin_registry
+from ..plugin.options import OPTIONS
+from ..suite.calibration import CalibrationItem, check_calibration, label_set_hash, load_calibration
+from ..suite.loader import BenchmarkLoader
+from ..suite.model import Scenario
+from ..trust import OptionSource
+from .defaults import find_project
+from .results import DbOption, default_db, fail, open_existing_db
 
 log = logging.getLogger(__name__)
 PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
@@ -92,7 +92,7 @@ def _read_labels(path: Path) -> list[tuple[str, str, bool]]:
 
 def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
     """The scenarios, the calibration items, the loader, and each scenario's references.yml."""
-    from .suite.references import load_references
+    from ..suite.references import load_references
 
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     scenarios, references = {}, {}
@@ -124,19 +124,19 @@ def calibrate(
     db: str | None = DbOption,
 ) -> None:
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
-    from .execution.budget import StopBoard
-    from .execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
-    from .providers.pool import ClientPool
-    from .providers.progress import showing, stream_progress
-    from .reporting.calibration_figures import (
+    from ..execution.budget import StopBoard
+    from ..execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
+    from ..providers.pool import ClientPool
+    from ..providers.progress import showing, stream_progress
+    from ..reporting.calibration_figures import (
         Rating,
         calibration_figures,
         calibration_line,
         extraction_figures,
         human_figures,
     )
-    from .storage.calibration_store import CalibrationRecord, save_calibration
-    from .storage.engine import make_engine, safe_url, upgrade
+    from ..storage.calibration_store import CalibrationRecord, save_calibration
+    from ..storage.engine import make_engine, safe_url, upgrade
 
     root = root or find_project().root
     db_url = db or default_db()
@@ -201,7 +201,7 @@ def calibrate(
 
 
 def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where: str, line: Any) -> None:
-    from .reporting.calibration_figures import extraction_line, figure_text
+    from ..reporting.calibration_figures import extraction_line, figure_text
 
     typer.echo(line(judge, figures, labeller))
     overall = figures["overall"]
@@ -235,8 +235,8 @@ def rescore(
     db: str | None = DbOption,
 ) -> None:
     """Recompute stored runs' scores with the current scoring version (and store them)."""
-    from .run_record import rescore as rescore_runs
-    from .storage.engine import safe_url
+    from ..reporting.run_record import rescore as rescore_runs
+    from ..storage.engine import safe_url
 
     db_url = db or default_db()
     open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from ..trust import KEY_ENV, OptionSource
 from .options import option_named, option_source
 from .state import HelmbenchState
-from .trust import KEY_ENV, OptionSource
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .evaluation.registry import EvaluatorRegistry
-    from .providers.registry import ProviderRegistry
+    from ..evaluation.registry import EvaluatorRegistry
+    from ..providers.registry import ProviderRegistry
 
 
 @pytest.hookspec

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .execution.outcome import CaseResult, Outcome
-from .plugins_compat import is_timeout_outcome
-from .status import Status
+from ..execution.outcome import CaseResult, Outcome
+from ..status import PYTEST_TIMEOUT, TIMEOUT_DETAIL, Status
 
 
 @dataclass
@@ -45,7 +44,7 @@ class Tally:
         else:
             self.results[slot] = result
             self.replaced += 1
-        if outcome.status == Status.ERROR and is_timeout_outcome(outcome):
+        if outcome.status == Status.ERROR and outcome.details.get(TIMEOUT_DETAIL) == PYTEST_TIMEOUT:
             self.timed_out.add(key)
         else:
             self.timed_out.discard(key)

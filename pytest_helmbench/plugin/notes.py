@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from .errors import HelmbenchError
-from .execution.outcome import Outcome
-from .execution.selection import RunSelection, codes_by_model, selections
-from .execution.unpriced import Unpriced, unpriced_of
+from ..errors import HelmbenchError
+from ..execution.outcome import Outcome
+from ..execution.selection import RunSelection, codes_by_model, selections
+from ..execution.unpriced import Unpriced, unpriced_of
+from ..reporting.html_extras import PytestHtmlHooks
+from ..reporting.html_summary import session_summary_html
+from ..suite.loader import BenchmarkLoader
 from .items import case_items
-from .reporting.html_extras import PytestHtmlHooks
-from .reporting.html_summary import session_summary_html
 from .state import HelmbenchState
-from .suite.loader import BenchmarkLoader
 
 log = logging.getLogger(__name__)
 

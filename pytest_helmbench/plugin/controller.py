@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from .config import DRY_RUN_REASON
-from .errors import ConfigError, HelmbenchError
-from .execution.outcome import Outcome
+from ..config import DRY_RUN_REASON
+from ..errors import ConfigError, HelmbenchError
+from ..execution.outcome import Outcome
+from ..reporting.terminal import summary_lines
+from ..reporting.verdict import exit_decision
 from .items import case_items
-from .reporting.terminal import summary_lines
-from .reporting.verdict import exit_decision
 from .state import HelmbenchState
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class ControllerHooks:
         except HelmbenchError as exc:  # HELMBENCH_RESUME=soon included: one usage error
             raise pytest.UsageError(f"HELMBench: {exc}") from None
         if wanted is not None and plan is not None and not plan.runs:  # nothing to continue: send nothing
-            from .storage.engine import safe_url
+            from ..storage.engine import safe_url
 
             models, where = ", ".join(state.settings.model_ids), safe_url(state.settings.db_url)
             found = f"no run of {models}" if wanted[1] else f"no incomplete run of {models}"
@@ -180,8 +180,8 @@ class ControllerHooks:
         state = self.state
         if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
-        from .report_hooks import session_notes
-        from .storage.engine import safe_url
+        from ..storage.engine import safe_url
+        from .notes import session_notes
 
         stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
         terminalreporter.section("HELMBench summary")

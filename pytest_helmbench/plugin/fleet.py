@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .execution.selection import codes_by_model
+from ..execution.selection import codes_by_model
+from ..suite.cases import Case
+from ..suite.shards import parse_shard, shard_codes
 from .items import case_items, keep_cases
-from .report_hooks import session_notes
-from .suite.cases import Case
-from .suite.shards import parse_shard, shard_codes
+from .notes import session_notes
 
 if TYPE_CHECKING:
     from .state import HelmbenchState

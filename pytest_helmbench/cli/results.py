@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .cli_defaults import ConfigFileError, find_project
-from .config import parse_ttl
+from ..config import parse_ttl
+from .defaults import ConfigFileError, find_project
 
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
-    from .storage.tables import LLM, EvaluationRun
+    from ..storage.tables import LLM, EvaluationRun
 
 RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
 DbOption = typer.Option(
@@ -57,7 +57,7 @@ def fail(message: str) -> None:
 
 def db_upgrade(db: str | None = DbOption) -> None:
     """Create the database, or apply its pending Alembic migrations (the only command that creates one)."""
-    from .storage.engine import StorageError, safe_url, upgrade
+    from ..storage.engine import StorageError, safe_url, upgrade
 
     url = db or default_db()
     try:
@@ -69,7 +69,7 @@ def db_upgrade(db: str | None = DbOption) -> None:
 
 def db_stamp(db: str | None = DbOption) -> None:
     """Record the newest schema revision in a database whose tables have none (after checking them)."""
-    from .storage.engine import StorageError, stamp
+    from ..storage.engine import StorageError, stamp
 
     try:
         typer.echo(stamp(db or default_db()))
@@ -81,7 +81,7 @@ def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
     """An engine on an existing, migrated database; never creates an empty SQLite file by accident."""
     from sqlalchemy.engine import make_url
 
-    from .storage.engine import StorageError, open_existing, safe_url
+    from ..storage.engine import StorageError, open_existing, safe_url
 
     url = db or default_db()
     try:
@@ -120,8 +120,8 @@ COST_COLUMNS = (  # (heading, width) after the run id and the model, whose width
 def costs_lines(found: list[tuple[EvaluationRun, LLM]], unpriced: dict | None = None) -> list[str]:
     """The costs table, header first: the model column is as wide as the longest model id (never cut).
     A cost nobody reported is `unknown`, a sum with such calls `≥` (reporting/cost_text.py)."""
-    from .execution.unpriced import Unpriced
-    from .reporting.cost_text import usd_cell
+    from ..execution.unpriced import Unpriced
+    from ..reporting.cost_text import usd_cell
 
     unpriced = unpriced or {}
     width = max([len("model"), *(len(llm.model_id) for _, llm in found)])
@@ -146,7 +146,7 @@ def cost_rows(
     """The runs with their model, oldest first, filtered by id and model id; disposes of the engine."""
     from sqlmodel import Session, select
 
-    from .storage.tables import LLM, EvaluationRun
+    from ..storage.tables import LLM, EvaluationRun
 
     query = select(EvaluationRun, LLM).where(EvaluationRun.llm_id == LLM.id).order_by(EvaluationRun.id)
     if run_id is not None:
@@ -169,7 +169,7 @@ def costs(
 
     An unknown --run-id is an error (exit 1): a script asking for one run's cost must not read an
     empty table as "nothing spent"."""
-    from .storage.engine import safe_url
+    from ..storage.engine import safe_url
 
     url = db or default_db()
     found = cost_rows(open_existing_db(url), run_id, model)
@@ -178,10 +178,10 @@ def costs(
     if not found:
         typer.echo(f"no runs in {safe_url(url)}" + (" matching the filter" if model else ""))
         return
-    from .execution.selection import subset_label
-    from .execution.unpriced import Unpriced
-    from .reporting.cost_text import run_notes, usd
-    from .storage.coverage import unpriced_by_run
+    from ..execution.selection import subset_label
+    from ..execution.unpriced import Unpriced
+    from ..reporting.cost_text import run_notes, usd
+    from ..storage.coverage import unpriced_by_run
 
     unpriced = unpriced_by_run(open_existing_db(url), [run.id for run, _ in found])
     for line in costs_lines(found, unpriced):
@@ -205,8 +205,8 @@ def cache_prune(
     """Delete response-cache entries (older than an age and/or of one model; neither: all of them)."""
     from sqlmodel import Session
 
-    from .storage.cache import prune
-    from .storage.engine import safe_url
+    from ..storage.cache import prune
+    from ..storage.engine import safe_url
 
     try:
         seconds = parse_ttl(older_than)
@@ -237,9 +237,9 @@ def report(
     By default the latest run of each model."""
     from sqlmodel import Session
 
-    from .reporting.html_report import render_report, summaries, summary_line
-    from .storage.engine import safe_url
-    from .storage.queries import DatasetError, load_report_data
+    from ..reporting.html_report import render_report, summaries, summary_line
+    from ..storage.engine import safe_url
+    from ..storage.queries import DatasetError, load_report_data
 
     engine = open_existing_db(db)
     try:
@@ -282,8 +282,8 @@ def export_results(
 
     from sqlmodel import Session
 
-    from .reporting.export import export
-    from .storage.queries import DatasetError, resolve_run_ids
+    from ..reporting.export import export
+    from ..storage.queries import DatasetError, resolve_run_ids
 
     engine = open_existing_db(db)
     try:
@@ -315,9 +315,9 @@ def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> N
     pandas or pyarrow a one-line error naming the extra (exit 1, as a missing database driver)."""
     from sqlmodel import Session
 
-    from .reporting.export import export_parquet, require_parquet
-    from .reporting.frames import MissingExtra
-    from .storage.queries import DatasetError, resolve_run_ids
+    from ..reporting.export import export_parquet, require_parquet
+    from ..reporting.frames import MissingExtra
+    from ..storage.queries import DatasetError, resolve_run_ids
 
     if out == "-":
         raise typer.BadParameter("parquet is binary: give a file with --out FILE", param_hint="'--out'")

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from .config import DRY_RUN_REASON
-from .errors import HelmbenchError
-from .execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
-from .execution.prefetch import held_back
+from ..config import DRY_RUN_REASON
+from ..errors import HelmbenchError
+from ..execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
+from ..execution.prefetch import held_back
+from ..reporting.terminal import failure_text
+from ..status import PYTEST_TIMEOUT, TIMEOUT_DETAIL, Status
+from ..suite.cases import Case, expand
+from ..suite.files import BenchmarkFiles
+from ..suite.prompt import compose
+from .compat import is_timeout, timeout_reason
 from .junit import REPORT_ATTRIBUTE, writes_properties
-from .plugins_compat import PYTEST_TIMEOUT, TIMEOUT_DETAIL, is_timeout, timeout_reason
-from .reporting.terminal import failure_text
 from .state import HelmbenchState
-from .status import Status
-from .suite.cases import Case, expand
-from .suite.files import BenchmarkFiles
-from .suite.prompt import compose
 
 
 class HelmbenchWarning(pytest.PytestWarning):

@@ -23,7 +23,7 @@ from typing import Any
 
 import iniconfig
 
-from .benchmark_root import BenchmarkRoot, resolve_root
+from ..benchmark_root import BenchmarkRoot, resolve_root
 
 
 class ConfigFileError(Exception):

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from .errors import ConfigError, HelmbenchError
-from .execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
+from ..errors import ConfigError, HelmbenchError
+from ..execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
+from ..providers.progress import TerminalProgress, attach, detach
+from ..suite.prompt import compose
 from .items import case_items, keep_cases
-from .providers.progress import TerminalProgress, attach, detach
 from .state import HelmbenchState
-from .suite.prompt import compose
 
 
 @dataclass
@@ -63,7 +63,7 @@ def _changed_requested(state: HelmbenchState) -> bool:
 
 
 def _read_baseline(state: HelmbenchState) -> Baseline:
-    from .storage.prior_runs import changed_baseline
+    from ..storage.prior_runs import changed_baseline
 
     try:
         return changed_baseline(state.settings.db_url, list(state.settings.model_ids))

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .execution.outcome import Outcome
+from ..status import PYTEST_TIMEOUT
 
 TIMEOUT_REASON = "timeout"
-TIMEOUT_DETAIL = "interrupted_by"  # evaluation details key of a timed-out case
-PYTEST_TIMEOUT = "pytest-timeout"
 
 DIST_EACH = (
     "HELMBench: --dist each runs every case on every worker, paying for each case once per worker and "
@@ -35,10 +33,6 @@ def is_timeout(exc: BaseException) -> bool:
 
 def timeout_reason(exc: BaseException) -> str:
     return f"{TIMEOUT_REASON}: {exc}"
-
-
-def is_timeout_outcome(outcome: Outcome) -> bool:
-    return outcome.details.get(TIMEOUT_DETAIL) == PYTEST_TIMEOUT
 
 
 def randomly_reorders(config: pytest.Config) -> bool:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from .config import OPENROUTER_BASE_URL, OptionSource
-from .errors import ConfigError
+from ..config import OPENROUTER_BASE_URL, OptionSource
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import Settings
-from .evaluation.registry import EvaluatorRegistry
-from .reporting.calibration_figures import calibration_line
-from .reporting.headline import SCORING_VERSION, headline
-from .suite.loader import BenchmarkLoader
+from ..config import Settings
+from ..evaluation.registry import EvaluatorRegistry
+from ..suite.loader import BenchmarkLoader
+from .calibration_figures import calibration_line
+from .headline import SCORING_VERSION, headline
 from .tally import Tally
 
 if TYPE_CHECKING:
-    from .execution.outcome import CaseResult
-    from .storage.recorder import Recorder
+    from ..execution.outcome import CaseResult
+    from ..storage.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,10 @@ def record_figures(
     6,000 of them take ~0.2 s to read again). A database failure is a StorageError."""
     from sqlmodel import Session
 
-    from .storage.calibration_store import covering_calibration
-    from .storage.engine import make_engine
-    from .storage.queries import load_case_results
-    from .storage.run_scores import RunScores, write_run_scores
+    from ..storage.calibration_store import covering_calibration
+    from ..storage.engine import make_engine
+    from ..storage.queries import load_case_results
+    from ..storage.run_scores import RunScores, write_run_scores
 
     engine = make_engine(db_url)
     lines: list[str] = []
@@ -137,10 +137,10 @@ def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, 
     (run id, model, previous scoring version, new figures) per run."""
     from sqlmodel import Session, select
 
-    from .storage.engine import make_engine
-    from .storage.queries import load_case_results, load_runs
-    from .storage.run_scores import RunScores, write_run_scores
-    from .storage.tables import EvaluationRun
+    from ..storage.engine import make_engine
+    from ..storage.queries import load_case_results, load_runs
+    from ..storage.run_scores import RunScores, write_run_scores
+    from ..storage.tables import EvaluationRun
 
     engine = make_engine(db_url)
     done = []
@@ -191,9 +191,9 @@ def whole_run_tallies(recorder: Recorder) -> dict[str, Tally]:
     the summary of the last shard shows the whole run."""
     from sqlmodel import Session
 
-    from .storage.queries import load_case_results
-    from .storage.records import call_latencies
-    from .storage.tables import EvaluationRun
+    from ..storage.queries import load_case_results
+    from ..storage.records import call_latencies
+    from ..storage.tables import EvaluationRun
 
     fleet = recorder.fleet
     if fleet is None or fleet.shard is None:

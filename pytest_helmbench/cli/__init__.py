@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 import typer
 
-from . import cli_calibrate, cli_init, cli_results
-from .cli_defaults import ConfigFileError, find_project
-from .cli_results import fail
-from .codes import LAYOUTS
-from .errors import HelmbenchError
-from .evaluation.builtin import builtin_registry
-from .suite.cases import Case, expand, parse_selectors
-from .suite.loader import BenchmarkLoader
-from .suite.model import Scenario
-from .suite.prompt import compose
+from ..codes import LAYOUTS
+from ..errors import HelmbenchError
+from ..evaluation.builtin import builtin_registry
+from ..suite.cases import Case, expand, parse_selectors
+from ..suite.loader import BenchmarkLoader
+from ..suite.model import Scenario
+from ..suite.prompt import compose
+from . import calibrate as cli_calibrate
+from . import init as cli_init
+from . import results as cli_results
+from .defaults import ConfigFileError, find_project
+from .results import fail
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
@@ -34,7 +36,7 @@ def package_version() -> str:
     try:
         return version("pytest-helmbench")
     except PackageNotFoundError:  # run from a source tree that is not installed
-        from . import __version__
+        from .. import __version__
 
         return __version__
 
@@ -295,7 +297,7 @@ def estimate(
 def coverage_command(root: Path | None = RootOption) -> None:
     """Print what the benchmark covers, counted from its files: per pillar and behaviour, scenarios by
     risk level, perturbations by style and cases (a markdown table; the README's is this output)."""
-    from .reporting.content_coverage import coverage, markdown
+    from ..reporting.content_coverage import coverage, markdown
 
     folder = benchmark_root(root)
     scenarios, problems = load_all(folder)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from .fleet_session import apply_shard
+from ..suite.cases import parse_selectors
+from ..suite.prompt import compose
+from ..suite.sampling import sample_codes
+from .compat import randomly_reorders
+from .fleet import apply_shard
 from .items import CaseItem, case_items, keep_cases, sort_cases
-from .plugins_compat import randomly_reorders
 from .state import HelmbenchState
-from .suite.cases import parse_selectors
-from .suite.prompt import compose
-from .suite.sampling import sample_codes
 
 
 def order_and_select(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -60,7 +60,7 @@ def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list
     plan = state.load_plan()
     if plan is None:
         return
-    from .execution.resume import PlannedCase, apply_plan
+    from ..execution.resume import PlannedCase, apply_plan
 
     cases = case_items(items)
     planned = (
@@ -80,7 +80,7 @@ def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list
 
 
 def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[CaseItem]) -> None:
-    from .execution.estimate import write_estimate
+    from ..execution.estimate import write_estimate
 
     settings = state.settings
     write_estimate(

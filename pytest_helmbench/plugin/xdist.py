@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from ..errors import ConfigError, HelmbenchError
+from ..execution.outcome import Outcome
+from ..suite.cases import Case, expand
+from .compat import DIST_EACH, collects_benchmark, dist_each
 from .controller import interrupt_on_sigterm
-from .errors import ConfigError, HelmbenchError
-from .execution.outcome import Outcome
 from .items import case_items, error_outcome, item_name
-from .plugins_compat import DIST_EACH, collects_benchmark, dist_each
 from .state import HelmbenchState
-from .suite.cases import Case, expand
 
 log = logging.getLogger(__name__)
 WORKER_CRASHED = "worker crashed"
