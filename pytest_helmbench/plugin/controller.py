@@ -1,8 +1,11 @@
-"""Hooks of the process that writes the database: the xdist controller, or a serial run.
+"""The process that writes the database (the xdist controller, or a serial run): it plans a resume,
+records each case's outcome, notes what the session selected, finishes the runs, prints the
+HELMBench summary and decides the exit status.
 
-Registered by plugin.pytest_configure in that process only, so workers never store, summarise or
-decide the exit status. Nothing is lost when a process dies or storage fails: the first result that
-cannot be stored stops every process of the session (exit status 12), and SIGTERM is Ctrl-C.
+Registered by the plugin's `pytest_configure` in that process only, so workers never store,
+summarise or decide the exit status. Nothing is lost when a process dies or storage fails: the first
+result that cannot be stored stops every process of the session (exit status 12), and SIGTERM is
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -10,18 +13,27 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..config import DRY_RUN_REASON
 from ..errors import ConfigError, HelmbenchError
 from ..execution.outcome import Outcome
+from ..execution.selection import codes_by_model, selections
+from ..execution.unpriced import Unpriced, unpriced_of
+from ..reporting.tally import Tally
 from ..reporting.terminal import summary_lines
 from ..reporting.verdict import exit_decision
-from .items import case_items
+from ..status import RunStatus
+from ..suite.cases import Case
+from ..suite.loader import BenchmarkLoader
 from .state import HelmbenchState
+
+if TYPE_CHECKING:
+    from ..execution.resume import ResumePlan
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +89,8 @@ class ControllerHooks:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
         state = self.state
         try:
-            wanted = state.resume_request()
-            plan = state.prepare_resume() if wanted is not None else None
+            wanted = resume_request(state)
+            plan = prepare_resume(state, wanted) if wanted is not None else None
         except HelmbenchError as exc:  # HELMBENCH_RESUME=soon included: one usage error
             raise pytest.UsageError(f"HELMBench: {exc}") from None
         if wanted is not None and plan is not None and not plan.runs:  # nothing to continue: send nothing
@@ -88,18 +100,6 @@ class ControllerHooks:
             found = f"no run of {models}" if wanted[1] else f"no incomplete run of {models}"
             pytest.exit(f"HELMBench: nothing to resume: {found} in {where}; nothing was sent", returncode=0)
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """A serial run about to make calls (under xdist, XdistHooks does this once workers collected)."""
-        if case_items(session.items) and not session.config.getoption("collectonly"):
-            interrupt_on_sigterm(session.config)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> object:
-        try:
-            return (yield)
-        finally:
-            end_interrupt_on_sigterm(session.config)
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Stored before the terminal shows the case as finished: a kill never loses a reported case."""
@@ -107,7 +107,11 @@ class ControllerHooks:
         if payload:
             state = self.state
             stored_so_far = state.storage_error is None
-            state.record(Outcome.from_dict(payload))
+            outcome = Outcome.from_dict(payload)
+            record(state, outcome)
+            state.notes.unpriced[outcome.model] = state.notes.unpriced.get(
+                outcome.model, Unpriced()
+            ) + unpriced_of(outcome)
             if stored_so_far and state.storage_error is not None:
                 self.stop_session(f"results cannot be recorded: {state.storage_error}")
         elif report.skipped and report.when == "setup" and _skip_reason(report) == DRY_RUN_REASON:
@@ -143,7 +147,7 @@ class ControllerHooks:
         interrupted = (
             exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         )
-        state.finish(interrupted)
+        finish(state, interrupted)
         if state.storage_error:
             session.exitstatus = EXIT_NOT_RECORDED  # whatever else happened: CI never sees it green
             return
@@ -181,11 +185,10 @@ class ControllerHooks:
         if not (state.tallies or state.dry_run_skips or state.read_resume_counts()):
             return
         from ..storage.engine import safe_url
-        from .notes import session_notes
 
         stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
         terminalreporter.section("HELMBench summary")
-        spent = state.ledger.spent() if "ledger" in state.__dict__ and state.ledger is not None else None
+        spent = state.ledger.spent() if state.built("ledger") and state.ledger is not None else None
         for line in summary_lines(
             state.tallies,
             safe_url(state.settings.db_url),
@@ -196,7 +199,7 @@ class ControllerHooks:
             max_cost=state.settings.max_cost,
             spent=spent,
             decision=state.decision,
-            notes=session_notes(state.config),  # subset runs, calls without a price (report_hooks.py)
+            notes=state.notes,  # subset runs, calls without a price
         ):
             terminalreporter.write_line(line)
         for line in state.judge_lines:
@@ -219,3 +222,137 @@ class ControllerHooks:
 
     def pytest_unconfigure(self) -> None:
         self.state.cleanup()
+
+
+# --- the writer's work ----------------------------------------------------------------------------
+
+
+def resume_request(state: HelmbenchState) -> tuple[str, bool] | None:
+    """('latest' or a run id, errors_only) with --helmbench-resume or --helmbench-retry-errors."""
+    resume, retry = state.option("resume"), state.option("retry-errors")
+    if resume and retry:
+        raise HelmbenchError("--helmbench-resume and --helmbench-retry-errors do not combine: use one")
+    if resume or retry:
+        return (str(resume), False) if resume else (str(retry), True)
+    return None
+
+
+def prepare_resume(state: HelmbenchState, wanted: tuple[str, bool]) -> ResumePlan | None:
+    """Controller: read the run(s) to continue, adopt them (`--co` only previews), share the plan."""
+    if state.all_dry_run():
+        return None
+    from ..storage.prior_runs import build_plan
+
+    state.open_storage()
+    assert state.recorder is not None
+    key = state.fleet.run_key if state.fleet is not None else None
+    plan = build_plan(state.recorder.engine, state.settings.model_ids, wanted[0], wanted[1], run_key=key)
+    adopting = {} if state.config.getoption("collectonly") else plan.runs
+    for model, run_id in adopting.items():
+        state.recorder.adopt(model, run_id, state.run_options(model))
+    if adopting:  # a run key's stops are lifted: its key fixed, its credit topped up
+        state.recorder.lift_stops([*plan.runs, *state.settings.judge_ids])
+    state.shared.ensure()
+    plan.save(state.shared.resume_plan)
+    return plan
+
+
+def record(state: HelmbenchState, outcome: Outcome) -> None:
+    """Store one outcome (controller only) and count it for the summary."""
+    tally = state.tallies.setdefault(outcome.model, Tally())
+    tally.add(outcome)
+    if state.storage_error:
+        return
+    try:
+        state.open_storage()
+        assert state.recorder is not None
+        ahead = state.answered_early()  # finished answers not yet reported: stored with this one
+        tally.run_id = state.recorder.record(outcome, state.run_options(outcome.model), ahead)
+    except HelmbenchError as exc:
+        state.storage_error = str(exc)
+        log.error("HELMBench: %s", exc)
+        if state.session is not None:
+            state.session.shouldstop = f"HELMBench cannot record results: {exc}"
+
+
+def finish(state: HelmbenchState, interrupted: bool) -> None:
+    """Close the runs. After a storage failure they are marked interrupted if that still fits
+    (`--helmbench-resume` finds them either way); a failure here is one more storage error."""
+    stopped = state.stopped_models()
+    if state.recorder is not None:
+        failed = state.storage_error is not None
+        models = set(state.tallies) | set(state.recorder.runs)
+        # A run with cases skipped at the cost ceiling or timed out is not complete (resumable).
+        short = {m for m, tally in state.tallies.items() if tally.unfinished()} | state.incomplete
+        statuses = {
+            m: RunStatus.INTERRUPTED
+            if interrupted or failed or m in stopped or m in short
+            else RunStatus.COMPLETED
+            for m in models
+        }
+        try:
+            if state.fleet is not None and not failed:
+                wanted = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
+                state.recorder.join_missing(wanted, {m: state.run_options(m) for m in wanted})
+            state.recorder.finish(statuses, write_cache=not failed)
+            from ..reporting.run_record import end_session
+
+            recorded = (state.recorder, state.settings, state.loader, state.evaluators, state.tallies)
+            state.judge_lines = end_session(*recorded, store_figures=not failed)
+        except HelmbenchError as exc:
+            state.storage_error = state.storage_error or str(exc)
+            log.error("HELMBench: %s", exc)
+        finally:
+            state.recorder.close()
+    state.close_clients()
+
+
+def join_key_runs(state: HelmbenchState, cases: Sequence[Case]) -> None:
+    """With --helmbench-run-key, join the key's run of every model before the first call
+    (Recorder.join_runs): a process whose shard count, benchmark or settings differ from the run's
+    stops here, having paid for nothing. Under xdist the first Result joins (the controller holds no
+    case to write the benchmark's rows from)."""
+    if state.fleet is None or state.recorder is None or not cases:
+        return
+    state.prepare_content(cases[:1])  # the benchmark's row, which a run points at
+    models = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
+    state.recorder.join_runs(models, {m: state.run_options(m) for m in models})
+
+
+def benchmark_cases(loader: BenchmarkLoader) -> tuple[int, bool]:
+    """The case codes the benchmark holds per model, and whether every scenario loaded."""
+    total, complete = 0, True
+    for folder in loader.scenario_dirs():
+        try:
+            scenario = loader.load_scenario(folder)
+        except HelmbenchError:
+            complete = False
+            continue
+        total += len(scenario.conditions) * (1 + len(scenario.user_contexts)) * len(scenario.perturbations)
+    return total, complete
+
+
+def note_selection(state: HelmbenchState, selected: dict[str, set[str]]) -> None:
+    """Count the benchmark, keep what each model's run selected (is it a subset?) and hand it to the
+    recorder for its new runs. A serial run notes its items; under xdist, a worker's node ids."""
+    try:
+        if state.all_dry_run():  # nothing is recorded: no run to describe
+            return
+        total, complete = benchmark_cases(state.loader)
+    except (HelmbenchError, OSError) as exc:  # said at collection already
+        log.debug("benchmark size unknown: %s", exc)
+        total, complete = None, False
+    notes = state.notes
+    # A resumed run (adopted before collection) keeps the selection it started with: what this
+    # session selected is only what was left to do.
+    adopted = set(state.recorder.runs) if state.recorder is not None else set()
+    selected = notes.unsharded or selected  # a shard's run is the whole run of every shard
+    fresh = {model: codes for model, codes in selected.items() if model not in adopted}
+    notes.selections = selections(fresh, total, every_scenario_loaded=complete)
+    if state.recorder is not None:
+        state.recorder.selection = dict(notes.selections)
+
+
+def note_items(state: HelmbenchState, items: Sequence[Any]) -> None:
+    """note_selection for a serial run's case items."""
+    note_selection(state, codes_by_model((it.case.model, it.case.code) for it in items))

@@ -23,7 +23,7 @@ from ..suite.cases import Case, expand
 from ..suite.files import BenchmarkFiles
 from ..suite.prompt import compose
 from .compat import is_timeout, timeout_reason
-from .junit import REPORT_ATTRIBUTE, writes_properties
+from .outputs import REPORT_ATTRIBUTE, writes_properties
 from .state import HelmbenchState
 
 

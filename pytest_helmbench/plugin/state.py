@@ -1,13 +1,17 @@
-"""Per-process HELMBench state for one pytest session: settings, loader, executor, recorder, tallies.
+"""Per-process HELMBench state for one pytest session: what the phases share, and nothing they do.
 
-Everything is created lazily, so a pytest session that collects no HELMBench case touches no
-database, no network and no benchmark file (the plugin is loaded in every pytest session).
+`HelmbenchState` holds the session's values (settings, tallies, notes) and builds its services
+(loader, evaluators, providers, executor, recorder) lazily, so a pytest session that collects no
+HELMBench case touches no database, no network and no benchmark file (the plugin is loaded in every
+pytest session). The work is the phases': selecting (select.py), running (run.py), recording and
+finishing (controller.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +29,12 @@ from ..errors import BenchmarkError, ConfigError, HelmbenchError
 from ..execution.budget import CostLedger, StopBoard
 from ..execution.fleet import FleetRole, fleet_role
 from ..execution.outcome import Outcome, provenance
+from ..execution.selection import RunSelection
 from ..execution.shared import SharedFiles
+from ..execution.unpriced import Unpriced
 from ..providers.ratelimit import AdaptiveLimiter
 from ..redaction import redact_data
 from ..reporting.tally import Tally
-from ..status import RunStatus
 from ..suite.cases import Case
 from ..suite.files import parse_file_size
 from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
@@ -49,6 +54,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+@dataclass
+class SessionNotes:
+    """What the session says about itself besides pass and fail, per model: what it selected (is the
+    run a subset of the benchmark), its calls without a price, and under --helmbench-shard what every
+    shard selected together (the keyed run's selection). Kept by the process that writes."""
+
+    selections: dict[str, RunSelection] = field(default_factory=dict)
+    unpriced: dict[str, Unpriced] = field(default_factory=dict)
+    unsharded: dict[str, set[str]] = field(default_factory=dict)
+
+
 STATE_KEY = pytest.StashKey["HelmbenchState"]()
 
 
@@ -67,6 +84,7 @@ class HelmbenchState:
         self.resume_counts: dict[str, int] = {}
         self.decision: Any = None
         self.judge_lines: list[str] = []  # each judge's calibration, said in the summary
+        self.notes = SessionNotes()
         self.answered_early: Callable[[], Sequence[Outcome]] = tuple  # Prefetch.answered, while it runs
         self._warned: set[str] = set()
         workerinput = getattr(config, "workerinput", None)
@@ -78,6 +96,11 @@ class HelmbenchState:
     @staticmethod
     def get(config: pytest.Config) -> HelmbenchState:
         return config.stash[STATE_KEY]
+
+    def built(self, service: str) -> bool:
+        """Whether a lazily built service (a cached property such as `ledger`) exists yet: asked at the
+        end of a session, which must not build one only to find it empty."""
+        return service in self.__dict__
 
     @cached_property
     def base_dir(self) -> Path:
@@ -277,35 +300,6 @@ class HelmbenchState:
             log.debug("content rows left to the first Result: %s", exc)
 
     # --- resume / retry errors -------------------------------------------------------------
-    def resume_request(self) -> tuple[str, bool] | None:
-        """('latest' or a run id, errors_only) with --helmbench-resume or --helmbench-retry-errors."""
-        resume, retry = self.option("resume"), self.option("retry-errors")
-        if resume and retry:
-            raise HelmbenchError("--helmbench-resume and --helmbench-retry-errors do not combine: use one")
-        if resume or retry:
-            return (str(resume), False) if resume else (str(retry), True)
-        return None
-
-    def prepare_resume(self) -> ResumePlan | None:
-        """Controller: read the run(s) to continue, adopt them (`--co` only previews), share the plan."""
-        wanted = self.resume_request()
-        if wanted is None or self.all_dry_run():
-            return None
-        from ..storage.prior_runs import build_plan
-
-        self.open_storage()
-        assert self.recorder is not None
-        key = self.fleet.run_key if self.fleet is not None else None
-        plan = build_plan(self.recorder.engine, self.settings.model_ids, wanted[0], wanted[1], run_key=key)
-        adopting = {} if self.config.getoption("collectonly") else plan.runs
-        for model, run_id in adopting.items():
-            self.recorder.adopt(model, run_id, self.run_options(model))
-        if adopting:  # a run key's stops are lifted: its key fixed, its credit topped up
-            self.recorder.lift_stops([*plan.runs, *self.settings.judge_ids])
-        self.shared.ensure()
-        plan.save(self.shared.resume_plan)
-        return plan
-
     def load_plan(self) -> ResumePlan | None:
         from ..execution.resume import ResumePlan
 
@@ -319,24 +313,6 @@ class HelmbenchState:
         found = self.shared.load_resume_counts()  # a worker's, under xdist
         return self.resume_counts if found is None else found
 
-    # --- recording ---------------------------------------------------------------------------
-    def record(self, outcome: Outcome) -> None:
-        """Store one outcome (controller only) and count it for the summary."""
-        tally = self.tallies.setdefault(outcome.model, Tally())
-        tally.add(outcome)
-        if self.storage_error:
-            return
-        try:
-            self.open_storage()
-            assert self.recorder is not None
-            ahead = self.answered_early()  # finished answers not yet reported: stored with this one
-            tally.run_id = self.recorder.record(outcome, self.run_options(outcome.model), ahead)
-        except HelmbenchError as exc:
-            self.storage_error = str(exc)
-            log.error("HELMBench: %s", exc)
-            if self.session is not None:
-                self.session.shouldstop = f"HELMBench cannot record results: {exc}"
-
     def run_options(self, model: str) -> dict[str, Any]:
         """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
         found = self._options.get(model)
@@ -349,47 +325,16 @@ class HelmbenchState:
 
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session or of its run key (never creates the folder)."""
-        return self.board.stopped() if "board" in self.__dict__ or self.shared.exists() else {}
-
-    def finish(self, interrupted: bool) -> None:
-        """Close the runs. After a storage failure they are marked interrupted if that still fits
-        (`--helmbench-resume` finds them either way); a failure here is one more storage error."""
-        stopped = self.stopped_models()
-        if self.recorder is not None:
-            failed = self.storage_error is not None
-            models = set(self.tallies) | set(self.recorder.runs)
-            # A run with cases skipped at the cost ceiling or timed out is not complete (resumable).
-            short = {m for m, tally in self.tallies.items() if tally.unfinished()} | self.incomplete
-            statuses = {
-                m: RunStatus.INTERRUPTED
-                if interrupted or failed or m in stopped or m in short
-                else RunStatus.COMPLETED
-                for m in models
-            }
-            try:
-                if self.fleet is not None and not failed:
-                    wanted = [m for m in self.settings.model_ids if not self.is_dry_run(m)]
-                    self.recorder.join_missing(wanted, {m: self.run_options(m) for m in wanted})
-                self.recorder.finish(statuses, write_cache=not failed)
-                from ..reporting.run_record import end_session
-
-                recorded = (self.recorder, self.settings, self.loader, self.evaluators, self.tallies)
-                self.judge_lines = end_session(*recorded, store_figures=not failed)
-            except HelmbenchError as exc:
-                self.storage_error = self.storage_error or str(exc)
-                log.error("HELMBench: %s", exc)
-            finally:
-                self.recorder.close()
-        self.close_clients()
+        return self.board.stopped() if self.built("board") or self.shared.exists() else {}
 
     def close_clients(self) -> None:
         for opened in ("clients", "cache"):  # only those made (cached properties): the cache may be None
-            if self.__dict__.get(opened) is not None:
-                self.__dict__[opened].close()
+            if self.built(opened) and getattr(self, opened) is not None:
+                getattr(self, opened).close()
 
     def cleanup(self) -> None:
         """Stop local model servers and remove the shared temporary folder (controller, at the end)."""
-        if "clients" in self.__dict__:
+        if self.built("clients"):
             self.clients.close()  # idempotent: stops what the providers started (local model servers)
         if not self.is_worker:
             self.shared.remove()

@@ -1,5 +1,6 @@
-"""Hooks that exist only when pytest-xdist is installed: hand the session's data to the workers, and
-record the case a crashed worker was running.
+"""Hooks that exist only when pytest-xdist is installed: hand the session's data to the workers,
+prepare the run once the workers collected (the controller collects nothing itself), and record the
+case a crashed worker was running.
 
 Registered by plugin.pytest_configure when the xdist plugin is present (its hookspecs, such as
 `pytest_configure_node`, are unknown otherwise).
@@ -8,7 +9,6 @@ Registered by plugin.pytest_configure when the xdist plugin is present (its hook
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,12 @@ import pytest
 
 from ..errors import ConfigError, HelmbenchError
 from ..execution.outcome import Outcome
+from ..execution.selection import codes_by_model
 from ..suite.cases import Case, expand
 from .compat import DIST_EACH, collects_benchmark, dist_each
-from .controller import interrupt_on_sigterm
-from .items import case_items, error_outcome, item_name
+from .controller import interrupt_on_sigterm, note_selection
+from .items import error_outcome, item_name
+from .run import prepare_run
 from .state import HelmbenchState
 
 log = logging.getLogger(__name__)
@@ -34,11 +36,8 @@ CONCURRENCY_AND_WORKERS = (
 class XdistHooks:
     """Registered only when pytest-xdist is present: share session data with workers."""
 
-    def __init__(
-        self, state: HelmbenchState, prepare_run: Callable[[HelmbenchState, set[str]], None]
-    ) -> None:
+    def __init__(self, state: HelmbenchState) -> None:
         self.state = state
-        self.prepare_run = prepare_run  # the plugin's: open storage, start what the providers need
         self._checked = False
         self._prepared = False
 
@@ -60,26 +59,25 @@ class XdistHooks:
         node.workerinput.update(state.workerinput())
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Before any case is scheduled: open the database and start local models, once (`--dist
-        each`, which would run every case on every worker, is refused here, where cases are known)."""
+        """Before any case is scheduled, once: open the database, start local models, and note what
+        the session selected from the first worker's node ids (`--dist each`, which would run every
+        case on every worker, is refused here, where cases are known)."""
         state = self.state
-        if (
-            self._prepared
-            or state.config.getoption("collectonly")
-            or not any(_is_case_id(state, i) for i in ids)
-        ):
+        if self._prepared or state.config.getoption("collectonly"):
+            return
+        pairs = [pair for pair in (case_of_nodeid(state, i) for i in ids) if pair is not None]
+        if not pairs:
             return
         if dist_each(state.config):  # cases from a path the check before the workers did not see
             pytest.exit(DIST_EACH, returncode=pytest.ExitCode.USAGE_ERROR)
         self._prepared = True
-        self.prepare_run(state, set(state.settings.model_ids))
+        prepare_run(state, set(state.settings.model_ids))
         state.share_provider_data()
         interrupt_on_sigterm(state.config)
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """A worker about to run cases: SIGTERM (CI cancelling the job's process group) is Ctrl-C."""
-        if self.state.is_worker and case_items(session.items):
-            interrupt_on_sigterm(session.config)
+        if not state.is_worker:
+            # A shard's run is every shard's selection: its workers saved it before their split.
+            state.notes.unsharded = state.notes.unsharded or state.shared.load_unsharded()
+            note_selection(state, codes_by_model(pairs))
 
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died (killed, out of memory) while running `crashitem`: xdist's report of it carries
@@ -119,6 +117,17 @@ def _find_case(state: HelmbenchState, file: Path, name: str) -> tuple[Case, int]
     return None
 
 
-def _is_case_id(state: HelmbenchState, nodeid: str) -> bool:
-    path = nodeid.split("::", 1)[0]
-    return "::" in nodeid and state.is_scenario_file((state.config.rootpath / path).resolve())
+def case_of_nodeid(state: HelmbenchState, nodeid: str) -> tuple[str, str] | None:
+    """(model, case code) of a case's node id: `…/S1.md::CODE`, `CODE[model]`, `CODE[r0]`,
+    `CODE[model,r0]` (items.item_name); None for anything else."""
+    path, sep, name = nodeid.rpartition("::")
+    if not sep or not state.is_scenario_file((state.config.rootpath / path).resolve()):
+        return None
+    code, _, inside = name.partition("[")
+    models = state.settings.model_ids
+    if len(models) == 1:
+        return models[0], code
+    model = inside.removesuffix("]")
+    if state.settings.repeat > 1:
+        model = model.rpartition(",")[0]
+    return model, code

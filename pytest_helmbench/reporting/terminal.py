@@ -189,7 +189,7 @@ def summary_lines(
     decision: Any = None,
     notes: Any = None,
 ) -> Iterable[str]:
-    """The terminal summary's lines (`notes`: report_hooks.SessionNotes, selections and unpriced calls)."""
+    """The terminal summary's lines (`notes`: plugin.state.SessionNotes, selections and unpriced calls)."""
     if dry_run_skips:
         yield (
             f"dry run: {dry_run_skips} case(s) composed and validated; nothing was sent and nothing recorded"

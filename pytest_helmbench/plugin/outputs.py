@@ -1,11 +1,15 @@
-"""JUnit XML (`--junitxml`): each case's metadata where its `junit_family` allows it.
+"""What a session writes besides the terminal: JUnit XML metadata and pytest-html's columns, extras
+and HELMBench summary.
 
-pytest writes a test's user properties as a testcase-level `<properties>` element, which the xunit1
-(legacy) family allows but xunit2, pytest's default, does not: Jenkins' junit-10.xsd, the schema CI
-servers read, has no properties in a testcase. So under xunit1 a case carries `helmbench_*`
-properties, and under xunit2 the same `name=value` lines go into the testcase's `<system-out>`, written
-by the controller (where pytest's XML writer lives, also under xdist) just before pytest closes the
-testcase.
+JUnit XML (`--junitxml`): each case's metadata where its `junit_family` allows it. pytest writes a
+test's user properties as a testcase-level `<properties>` element, which the xunit1 (legacy) family
+allows but xunit2, pytest's default, does not: Jenkins' junit-10.xsd, the schema CI servers read, has
+no properties in a testcase. So under xunit1 a case carries `helmbench_*` properties, and under
+xunit2 the same `name=value` lines go into the testcase's `<system-out>`, written by the controller
+(where pytest's XML writer lives, also under xdist) just before pytest closes the testcase.
+
+pytest-html: registered only when that plugin is active (pytest rejects hooks it does not know, and
+`-p no:html` must work).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
+
+from ..reporting.html_extras import PytestHtmlHooks
+from ..reporting.html_summary import session_summary_html
+from .state import HelmbenchState
 
 PROPERTY_FAMILIES = ("xunit1", "legacy")  # the families whose testcases may hold <properties>
 REPORT_ATTRIBUTE = "helmbench_junit"  # on a case's teardown report under xunit2: [[name, value], ...]
@@ -72,3 +80,23 @@ def _open_testcase(config: pytest.Config, report: pytest.TestReport) -> Any:
         return None
     key = (getattr(report, "id", report.nodeid), getattr(report, "node", None))
     return xml.node_reporters.get(key)
+
+
+class HtmlSummaryHooks(PytestHtmlHooks):
+    """pytest-html's columns and extras, plus the HELMBench summary in its summary section."""
+
+    def __init__(self, state: HelmbenchState) -> None:
+        self.state = state
+
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        """pytest-html calls this on the controller only (workers write no report), at the session's
+        end: every case has been counted by then."""
+        state = self.state
+        if state.is_worker or not (state.tallies or state.dry_run_skips):
+            return
+        notes = state.notes
+        prefix.append(
+            session_summary_html(state.tallies, notes.selections, notes.unpriced, state.dry_run_skips)
+        )

@@ -1,0 +1,112 @@
+"""Collection: which benchmark the session collects, one File per scenario, and why nothing ran.
+
+pytest walks the benchmark's `scenarios/` folder; each `S<n>.md` becomes a ScenarioFile (items.py)
+whose items are its cases. A folder link that leads out of the benchmark is an error, never walked.
+After each scenario file, what collection built is frozen out of the garbage collector's view
+(gc_tuning.py). The rule for which benchmark a session runs is benchmark_root.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..benchmark_root import BenchmarkRoot, arg_paths, asked_for, session_benchmark
+from ..suite.files import leads_outside
+from . import gc_tuning
+from .items import CaseItem, OutsideLink, ScenarioFile
+from .state import HelmbenchState
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    HelmbenchState.get(session.config).session = session
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A folder link under the benchmark root that leads out of it: an error, never walked."""
+    if leads_outside(HelmbenchState.get(parent.config).root, path):
+        return OutsideLink.from_parent(parent, path=path)
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if HelmbenchState.get(parent.config).is_scenario_file(file_path):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """After each scenario file: freeze what collection built so far (see gc_tuning)."""
+    if report.result and isinstance(report.result[0], CaseItem):
+        gc_tuning.freeze_collected(report.result[0].config)
+
+
+def _covers(config: pytest.Config, root: Path) -> bool:
+    """A path pytest will collect holds the benchmark, or lies inside it."""
+    return any(root.is_relative_to(p) or p.is_relative_to(root) for p in arg_paths(config, given_only=False))
+
+
+class BenchmarkHooks:
+    """Collects the installed benchmark when it is the session's, and says which benchmark ran
+    (registered under its own name: `pytest_configure` here runs for this session only)."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+
+    def benchmark(self, config: pytest.Config) -> BenchmarkRoot:
+        return session_benchmark(config, self.base_dir)
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """Without paths on the command line pytest would walk the current folder (or testpaths):
+        the installed benchmark lives in site-packages, so it becomes what is collected."""
+        benchmark = self.benchmark(config)
+        if benchmark.installed and config.args_source != pytest.Config.ArgsSource.ARGS:
+            config.args = [str(benchmark.path)]
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        benchmark = self.benchmark(config)
+        covered = benchmark.path.is_dir() and _covers(config, benchmark.path)
+        if not (benchmark.installed or asked_for(config) or covered):
+            return []
+        return [f"helmbench: {benchmark.describe()}"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        """Never a bare "no tests ran": one line saying why no HELMBench case ran and what to do."""
+        if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or config.getoption("helmbench_estimate", None):
+            return
+        line = nothing_ran_line(
+            config, self.benchmark(config), bool(terminalreporter.stats.get("deselected"))
+        )
+        if line:
+            terminalreporter.write_line(line, yellow=True)
+
+
+def nothing_ran_line(config: pytest.Config, benchmark: BenchmarkRoot, deselected: bool) -> str | None:
+    """Why a session that asked for HELMBench (or ran bare in an unconfigured folder) ran no case."""
+    bare = config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR
+    if not (asked_for(config) or bare or _covers(config, benchmark.path)):
+        return None  # another project's session that found no tests: none of HELMBench's business
+    root = benchmark.path
+    if deselected:
+        return (
+            f"HELMBench: every collected case of {root} was deselected (-k, -m, --helmbench-select, --lf, "
+            "--helmbench-resume or --helmbench-changed): `helmbench list PREFIX` shows which codes exist"
+        )
+    if not (root / "scenarios").is_dir():
+        if not asked_for(config) and not benchmark.installed:
+            return (
+                f"HELMBench: no benchmark here ({root} does not exist): `pytest --helmbench-dry-run` checks "
+                "the installed one, `helmbench init` copies it here for editing"
+            )
+        return (
+            f"HELMBench: no benchmark at {root} (no scenarios/ folder): `helmbench init` copies the "
+            "installed one there, or point ini helmbench_root at yours"
+        )
+    if not _covers(config, root):
+        return f"HELMBench: the paths given hold no scenario of {root}: give that folder, or no path"
+    return (
+        f"HELMBench: {root / 'scenarios'} holds no scenario (P<n>-B<n>-S<n>/S<n>.md, see the README's "
+        "'The benchmark files'): `helmbench init DIR` copies the installed benchmark for a start"
+    )
