@@ -1,14 +1,18 @@
-"""The package's shape is a contract: imports follow the flow, no cycles, small modules, documented homes.
+"""The package's shape is a contract: imports follow the flow, no cycles, every module in its
+package's map, pytest hooks in plugin/ only, a root that shows the architecture.
 
 Data flows files -> parsed benchmark (suite) -> model call (providers) -> evaluation -> execution
-(outcome) -> storage -> reporting; the pytest glue (plugin, state, items, controller, cli, …) sits on
-top. A module may import its own stage or an earlier one, never a later one — imports made only for
-type checking included.
+(outcome) -> storage -> reporting; the pytest glue (plugin/) and the command (cli/) sit on top. A
+module may import its own stage or an earlier one, never a later one — imports made only for type
+checking included. Size is a soft signal (a warning), not a cap: a feature users name stays in one
+module per layer rather than being split to fit a line count.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,11 +37,15 @@ STAGES = {
     "evaluation": 4,
     "execution": 5,
     "storage": 6,
+    "benchmark_root": 2,
     "reporting": 7,
+    "results": 7,
+    "plugin": 8,
+    "cli": 9,  # the command reads the plugin's option table (one set of defaults)
 }
-GLUE = 8  # plugin, state, items, options, controller, xdist_hooks, gc_tuning, hookspecs, cli, cli_results
-SUBPACKAGES = ("suite", "providers", "evaluation", "execution", "storage", "reporting")
-MAX_LINES = 400
+SUBPACKAGES = ("suite", "providers", "evaluation", "execution", "storage", "reporting", "plugin", "cli")
+ROOT_MODULES_AT_MOST = 12
+SOFT_LINES = 500  # beyond this a module gets a warning: worth a look, not a failure
 
 
 def modules() -> dict[str, Path]:
@@ -51,7 +59,7 @@ def modules() -> dict[str, Path]:
 
 
 def stage(module: str) -> int:
-    return STAGES.get(module.split(".")[0], GLUE)
+    return STAGES[module.split(".")[0]]
 
 
 def imports(module: str, path: Path) -> set[str]:
@@ -118,16 +126,72 @@ def test_the_import_graph_has_no_cycles():
     assert cycles == []
 
 
-@pytest.mark.parametrize("name", sorted(modules()))
-def test_modules_stay_small(name):
-    lines = modules()[name].read_text(encoding="utf-8").count("\n")
-    limit = 250 if name == "plugin" else MAX_LINES
-    assert lines <= limit, f"{name}.py has {lines} lines (at most {limit}): split it by responsibility"
+def test_every_module_has_a_stage():
+    """A new top-level module or package must be placed in the flow, not default to the top."""
+    assert sorted({name.split(".")[0] for name in modules()} - set(STAGES)) == []
+
+
+def test_the_root_holds_at_most_a_dozen_modules():
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(root) <= ROOT_MODULES_AT_MOST, root
+
+
+def test_large_modules_are_flagged_not_failed():
+    large = {name: path.read_text(encoding="utf-8").count("\n") for name, path in modules().items()}
+    large = {name: lines for name, lines in large.items() if lines > SOFT_LINES}
+    if large:
+        warnings.warn(
+            f"modules over {SOFT_LINES} lines (split by responsibility if they mix): {large}", stacklevel=1
+        )
+
+
+def hook_definitions() -> dict[str, list[str]]:
+    """Every `def pytest_*` (functions and methods) in the package: hook name -> the modules defining it."""
+    found: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("pytest_"):
+                found.setdefault(node.name, []).append(name)
+    return found
+
+
+def test_every_pytest_hook_lives_in_plugin():
+    """Hook implementations only in plugin/ (hookspecs.py declares HELMBench's own hooks there too)."""
+    outside = {
+        hook: [m for m in where if not m.startswith("plugin")] for hook, where in hook_definitions().items()
+    }
+    assert {hook: where for hook, where in outside.items() if where} == {}
+
+
+@pytest.mark.parametrize("hook", ["pytest_collection_modifyitems", "pytest_collection_finish"])
+def test_the_selection_hooks_are_implemented_in_at_most_two_places(hook):
+    assert 1 <= len(hook_definitions()[hook]) <= 2
+
+
+def package_map(package: str) -> str:
+    init = PACKAGE / package / "__init__.py" if package else PACKAGE / "__init__.py"
+    return ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+
+
+def members(package: str) -> list[str]:
+    """The modules (and subpackages) directly in `package` ("" is the root), __init__ excluded."""
+    folder = PACKAGE / package if package else PACKAGE
+    names = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    subpackages = [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()]
+    return sorted(names + [s for s in subpackages if s != "migrations"])
+
+
+@pytest.mark.parametrize("package", ["", *SUBPACKAGES])
+def test_every_module_is_named_in_its_package_map(package):
+    """Each package's `__init__` docstring names every module it holds, so the map cannot drift."""
+    text = package_map(package)
+    missing = [name for name in members(package) if not re.search(rf"(?<![\w.]){name}(\.py|/)?(?!\w)", text)]
+    assert missing == [], f"{package or 'pytest_helmbench'}/__init__.py's docstring does not name {missing}"
 
 
 @pytest.mark.parametrize("subpackage", SUBPACKAGES)
 def test_each_subpackage_says_what_lives_there_and_what_it_may_import(subpackage):
-    doc = ast.get_docstring(ast.parse((PACKAGE / subpackage / "__init__.py").read_text(encoding="utf-8")))
+    doc = package_map(subpackage)
     assert doc and len(doc.splitlines()) >= 3
     assert "import" in doc.lower()
 

@@ -266,9 +266,9 @@ def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_
 
 def test_processes_joining_a_key_at_the_same_moment_make_one_run(tmp_path, db_url):
     """Four recorders with one key write their first Result at once: one run, four Results."""
-    from pytest_helmbench.execution.fleet import FleetRole
     from pytest_helmbench.storage.engine import upgrade
     from pytest_helmbench.storage.recorder import Recorder
+    from pytest_helmbench.suite.shards import FleetRole
 
     root = write_benchmark(tmp_path / "benchmark", scenarios=SCENARIOS)
     outcomes = make_outcomes(root, GOOD)[:4]
@@ -301,8 +301,8 @@ def test_processes_joining_a_key_at_the_same_moment_make_one_run(tmp_path, db_ur
 def test_a_keyed_run_is_joined_only_with_its_benchmark_and_answer_deciding_settings():
     """check_same_settings / check_same_benchmark: the settings a headline groups by must match (as
     stored: JSON); the others (concurrency, cache, pytest's arguments) may differ."""
-    from pytest_helmbench.execution.fleet import FleetRole
     from pytest_helmbench.storage.fleet import FleetError, check_same_benchmark, check_same_settings
+    from pytest_helmbench.suite.shards import FleetRole
 
     role = FleetRole(KEY, 2, 3)
     stored = {

@@ -2,7 +2,9 @@
 
 - base.py: the `Evaluator` interface, its `EvaluationContext` and the `Evaluation` it returns.
 - one file per evaluation type: category_match.py, list_includes.py, sqe.py, resource_check.py
-  (with phone_numbers.py: the numbers and text codes a reply gives).
+  (with phone_numbers.py: the numbers and text codes a reply gives), reply_language.py (with
+  language_id.py: which language a text is written in).
+- panel.py: several judges on one check, combined by a policy (majority, any, all).
 - registry.py: `EvaluatorRegistry` (types by name); builtin.py registers the built-ins through the
   `pytest_helmbench_register_evaluators` hook, the one a conftest.py or plugin implements too.
 - pipeline.py: the steps every type shares (refusal, JSON, schema) before the evaluator rules.

@@ -1,21 +1,17 @@
-"""HELMBench's own evaluators, registered through the same hook a conftest.py or plugin implements.
-
-plugin.py registers this module with pytest's plugin manager in pytest_configure. The evaluator
-modules are imported inside the hook, not here: this module loads in every pytest session.
+"""HELMBench's own evaluators, added through the same hook a conftest.py or plugin implements
+(`pytest_helmbench_register_evaluators`, implemented by the plugin with `add_builtins`). The evaluator
+modules are imported inside the function, not here: this module loads in every pytest session.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
-
 if TYPE_CHECKING:
     from .registry import EvaluatorRegistry
 
 
-@pytest.hookimpl
-def pytest_helmbench_register_evaluators(registry: EvaluatorRegistry) -> None:
+def add_builtins(registry: EvaluatorRegistry) -> None:
     from .category_match import CategoryMatch
     from .list_includes import ListIncludes
     from .reply_language import ReplyLanguage
@@ -34,5 +30,5 @@ def builtin_registry() -> EvaluatorRegistry:
     from .registry import EvaluatorRegistry
 
     registry = EvaluatorRegistry()
-    pytest_helmbench_register_evaluators(registry)
+    add_builtins(registry)
     return registry

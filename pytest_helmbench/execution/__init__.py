@@ -11,7 +11,10 @@
 - budget.py: the cost ledger and the stop board shared by every process of a session.
 - shared.py: `SharedFiles`, the one typed place for the files xdist processes share.
 - resume.py: the resume plan (what to run again) from what earlier runs stored; estimate.py: the
-  pre-run token and cost estimate.
+  pre-run token and cost estimate; changed.py: --helmbench-changed's decision against a baseline.
+- selection.py: what a session selected against what the benchmark holds (is a run a subset?);
+  unpriced.py: calls nobody priced, counted so a sum of USD can say it is incomplete.
+- calibrate.py: the calibration set put to a judge exactly as in a run.
 
 May import suite/, providers/, evaluation/, config, status, codes and errors; never storage/ or
 reporting/ (the state hands the executor its cache and the stored runs as plain data).

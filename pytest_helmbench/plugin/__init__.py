@@ -18,15 +18,24 @@ In the order pytest calls them:
 - `outputs` — JUnit XML metadata and pytest-html's columns and summary;
 - helpers: `notices` (what is said before the first case), `compat` (rerunfailures, timeout,
   randomly, `--dist each`), `gc_tuning` (frozen collections).
+
+May import every stage below (suite … reporting) and the shared vocabulary; only cli/ imports it (the
+option table). Heavy libraries (SQLAlchemy, httpx) are imported by the hook that first needs them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pytest
 
 from . import collect, controller, gc_tuning, run, select
 from .options import add_options
 from .state import STATE_KEY, HelmbenchState
+
+if TYPE_CHECKING:
+    from ..evaluation.registry import EvaluatorRegistry
+    from ..providers.registry import ProviderRegistry
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
 
@@ -54,19 +63,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     manager = config.pluginmanager
     manager.register(collect.BenchmarkHooks(state.base_dir), "helmbench-benchmark")  # which benchmark
-    from ..evaluation import builtin
-
-    if not manager.is_registered(builtin):  # the hook third parties implement too
-        manager.register(builtin, "helmbench-evaluators")
-    from ..providers import builtin as builtin_providers
-
-    if not manager.is_registered(builtin_providers):  # HTTP and local, through the same hook
-        manager.register(builtin_providers, "helmbench-providers")
+    if not manager.has_plugin("helmbench-builtins"):
+        manager.register(Builtins(), "helmbench-builtins")
     for phase in (collect, select, run):
         manager.register(phase, f"helmbench-{phase.__name__.rpartition('.')[2]}")
     if not state.is_worker:
         manager.register(controller.ControllerHooks(state), "helmbench-controller")
     _register_outputs(config, state)
+
+
+class Builtins:
+    """HELMBench's own evaluators and providers, through the hooks a conftest.py or plugin implements
+    too (hookspecs.py); the built-in providers come last, so another plugin's can take over an id."""
+
+    def pytest_helmbench_register_evaluators(self, registry: EvaluatorRegistry) -> None:
+        from ..evaluation.builtin import add_builtins
+
+        add_builtins(registry)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_helmbench_register_providers(self, registry: ProviderRegistry) -> None:
+        from ..providers.builtin import add_builtins
+
+        add_builtins(registry)
 
 
 def _register_outputs(config: pytest.Config, state: HelmbenchState) -> None:

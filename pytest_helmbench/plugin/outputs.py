@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from ..reporting.html_extras import PytestHtmlHooks
+from ..execution.outcome import Outcome
+from ..reporting.html_extras import HTML_COLUMNS, html_cells
 from ..reporting.html_summary import session_summary_html
 from .state import HelmbenchState
 
@@ -80,6 +81,18 @@ def _open_testcase(config: pytest.Config, report: pytest.TestReport) -> Any:
         return None
     key = (getattr(report, "id", report.nodeid), getattr(report, "node", None))
     return xml.node_reporters.get(key)
+
+
+class PytestHtmlHooks:
+    """pytest-html's hooks, registered by the plugin only when pytest-html is active: pytest rejects
+    a hook it does not know, so `pytest -p no:html` would fail if they were plain module hooks."""
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        cells[2:2] = [f"<th>{name}</th>" for name in HTML_COLUMNS]
+
+    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
+        payload = getattr(report, "helmbench", None)
+        cells[2:2] = html_cells(Outcome.from_dict(payload) if payload else None)
 
 
 class HtmlSummaryHooks(PytestHtmlHooks):

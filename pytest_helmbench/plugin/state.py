@@ -27,7 +27,6 @@ from ..config import (
 )
 from ..errors import BenchmarkError, ConfigError, HelmbenchError
 from ..execution.budget import CostLedger, StopBoard
-from ..execution.fleet import FleetRole, fleet_role
 from ..execution.outcome import Outcome, provenance
 from ..execution.selection import RunSelection
 from ..execution.shared import SharedFiles
@@ -39,6 +38,7 @@ from ..suite.cases import Case
 from ..suite.files import parse_file_size
 from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
 from ..suite.model import Scenario
+from ..suite.shards import FleetRole, fleet_role
 from .options import check_options, option_named, option_source, option_value
 
 # This module is loaded in every pytest session (through the plugin), so the modules that pull in

@@ -11,8 +11,12 @@
 - remote.py: the HTTP provider (any id no other provider takes) over http.py's `ChatClient`
   (OpenRouter / OpenAI-compatible, retries, pricing), transports.py (its connections: one per
   calling thread) and ratelimit.py's adaptive limiter.
-- local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache)
-  and local_server.py (the llama.cpp server process and its `python -m … serve` entry point).
+- local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache),
+  local_server.py (the llama.cpp server process and its `python -m … serve` entry point),
+  local_schema.py (the schema it is asked to answer, rationales bounded) and local_ids.py (the ids,
+  install hint and error type they share).
+- progress.py: what a slow provider says (weights, server start), through one logger that the
+  plugin or the CLI shows.
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
 - oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge|user`), answering
   from the benchmark's references, transcripts and calibration set, indexed once per process by

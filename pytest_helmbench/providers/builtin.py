@@ -1,21 +1,17 @@
-"""The built-in providers, registered through the same hook a third-party plugin implements.
-
-`plugin.pytest_configure` registers this module with pytest's plugin manager. The providers are
-added last (and this hookimpl runs last), so any other plugin's provider can take over an id.
+"""The built-in providers, added through the same hook a third-party plugin implements
+(`pytest_helmbench_register_providers`, implemented by the plugin with `add_builtins`, trylast). The
+providers are added last, so any other plugin's provider can take over an id.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
-
 if TYPE_CHECKING:
     from .registry import ProviderRegistry
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_helmbench_register_providers(registry: ProviderRegistry) -> None:
+def add_builtins(registry: ProviderRegistry) -> None:
     # Imported here: a pytest session that never builds the registry does not load them.
     from .local import LocalProvider
     from .oracle import OracleProvider
@@ -31,5 +27,5 @@ def builtin_registry() -> ProviderRegistry:
     from .registry import ProviderRegistry
 
     registry = ProviderRegistry()
-    pytest_helmbench_register_providers(registry)
+    add_builtins(registry)
     return registry

@@ -4,18 +4,21 @@
   (seeded cluster and item bootstrap), ``intervals`` (Wilson, Newcombe), ``agreement`` (kappas,
   AC1, panel agreement), ``attribution`` (per-factor effects) and ``drift`` (pass rate by turn
   index, the instructed-vs-deployed gap): pure functions over ``CaseResult`` records.
-- ``terminal`` (failure texts, the end-of-session summary) and ``html_extras`` (pytest-html
-  columns, cells and extras) for the pytest session.
+- ``terminal`` (failure texts, the end-of-session summary), ``tally`` (what the summary counts of
+  one model), ``html_extras`` (pytest-html columns, cells and extras) and ``html_summary`` (the
+  summary in pytest-html) for the pytest session; ``cost_text`` (USD when some calls had no price).
+- ``headline`` (a run's headline figures) and ``run_record`` (what each run was scored with, stored
+  on its row at the end of a run and by `helmbench rescore`); ``calibration_figures`` (a judge
+  against gold labels); ``content_coverage`` (what the benchmark covers, from its files).
 - The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` and
   ``drift_chart`` (inline SVG drawn in Python, on the primitives of ``svg``), ``html_drift`` (the Drift
-  section) and ``html_report`` (assembly, with
+  section), ``html_judges`` (the Judges table) and ``html_report`` (assembly, with
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
-storage) and never the other way round: only the top-level modules that sit on top (plugin,
-controller, state, items, the CLI) import it. Only ``export``, ``frames`` and the page import the storage
+storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only ``export``, ``frames`` and the page import the storage
 layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
 ``terminal``, ``html_extras``) use the standard library and pytest-html only.
 """

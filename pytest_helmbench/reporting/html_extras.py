@@ -66,15 +66,3 @@ def _short(value: Any) -> str:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-class PytestHtmlHooks:
-    """pytest-html's hooks, registered by the plugin only when pytest-html is active: pytest rejects
-    a hook it does not know, so `pytest -p no:html` would fail if they were plain module hooks."""
-
-    def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells[2:2] = [f"<th>{name}</th>" for name in HTML_COLUMNS]
-
-    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
-        payload = getattr(report, "helmbench", None)
-        cells[2:2] = html_cells(Outcome.from_dict(payload) if payload else None)

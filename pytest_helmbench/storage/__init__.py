@@ -18,6 +18,6 @@
   atomic statement; pgtext.py: U+0000 kept out of PostgreSQL's text and jsonb.
 
 May import the earlier stages (suite/, providers/, execution/), status, codes, errors; never reporting/,
-plugin or cli. SQLAlchemy, SQLModel and Alembic are imported here only: nothing plugin.py imports at
+plugin or cli. SQLAlchemy, SQLModel and Alembic are imported here only: nothing plugin/ imports at
 module level may import this package (a plain pytest session must not load them).
 """

@@ -23,8 +23,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import HelmbenchError
-from ..execution.fleet import FleetRole
 from ..status import RunStatus
+from ..suite.shards import FleetRole
 from .coverage import SETTINGS
 from .engine import StorageError, describe_error, safe_url
 from .tables import EvaluationRun, FleetSpend, FleetStop, RunShard, utcnow

@@ -18,10 +18,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
-from ..execution.fleet import FleetRole
 from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection
 from ..status import RunStatus
+from ..suite.shards import FleetRole
 from .cache import write_entries
 from .content import ContentRows
 from .early import EarlyResults, Row, result_key

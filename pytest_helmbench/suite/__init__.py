@@ -15,7 +15,9 @@
   messages in the seed or deployed layout; conversation.py: a perturbation that is a scripted
   conversation (`conversation: true`) or a simulated one (`simulate:`, a persona)
 - references.py: a scenario's references.yml (reference answers, gold verdicts, locale replies) and
-  `check_gold`; calibration.py: the calibration set (calibration/*.yml) and its label_set_hash
+  `check_gold`; reference_fit.py: whether the references fit the scenario; gold.py: gold verdicts;
+  calibration.py: the calibration set (calibration/*.yml) and its label_set_hash
+- shards.py: --helmbench-shard's deterministic split and a process's `FleetRole` (run key, shard)
 
 suite/ is the first stage of the flow: it may import only errors.py and codes.py from the package,
 never config, providers, evaluation, execution, storage, reporting or plugin modules.

@@ -1,4 +1,6 @@
-"""--helmbench-shard K/N: a deterministic, behaviour-balanced 1/N of the selected case codes.
+"""--helmbench-shard K/N: a deterministic, behaviour-balanced 1/N of the selected case codes, and
+what a process is in a run split across processes (`FleetRole`: its --helmbench-run-key and shard;
+plain data, no database import: every session reads it, most to find it is None).
 
 Every process of a run split across machines computes the same split from the codes alone, so the
 shards are disjoint and together hold every selected code, and every model and repeat of a code goes
@@ -75,3 +77,24 @@ def assign_shards(entries: Iterable[tuple[str, str]], count: int) -> dict[str, i
 def shard_codes(entries: Iterable[tuple[str, str]], shard: Shard) -> set[str]:
     """The codes of (behaviour, code) pairs that `shard` runs."""
     return {code for code, index in assign_shards(entries, shard.count).items() if index == shard.index}
+
+
+@dataclass(frozen=True)
+class FleetRole:
+    """--helmbench-run-key and --helmbench-shard K/N of this process."""
+
+    run_key: str
+    shard: int | None = None  # K
+    shard_count: int | None = None  # N
+
+
+def fleet_role(run_key: str | None, shard: str | None) -> FleetRole | None:
+    """The role of a process given --helmbench-run-key (None without) and --helmbench-shard."""
+    key = str(run_key or "").strip()
+    if not key:
+        return None
+    try:
+        found = parse_shard(shard)
+    except ValueError:  # a usage error at collection already: nothing runs
+        found = None
+    return FleetRole(key, found.index if found else None, found.count if found else None)
