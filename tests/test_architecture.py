@@ -202,3 +202,37 @@ def test_the_checker_sees_a_backward_import(tmp_path):
     fake.write_text("from ..storage.tables import Result\n")
     found = imports("evaluation.bad", fake)
     assert "storage.tables" in found and stage("storage.tables") > stage("evaluation.bad")
+
+
+def layout_section() -> str:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### How the code is laid out")
+    return readme[start : readme.index("\n#", start + 1)]
+
+
+def test_the_readme_layout_fits_one_screen_and_names_every_package():
+    section = layout_section()
+    assert len(section.splitlines()) <= 50
+    block = section.split("```")[1]
+    listed = set(re.findall(r"^\s+(\w+)/", block, re.MULTILINE)) | set(re.findall(r"(\w+)\.py", block))
+    assert sorted(set(members("")) - listed) == []
+
+
+def test_the_readme_path_of_a_case_names_real_modules_and_objects():
+    """Every `layer.module[.Object…]` the case's path names exists, so the walk-through cannot drift."""
+    import importlib
+
+    named = re.findall(r"`((?:{})(?:\.\w+)+)`".format("|".join(SUBPACKAGES)), layout_section())
+    assert len(named) >= 20
+    missing = []
+    for dotted in named:
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            if ".".join(parts[:cut]) in modules() or (PACKAGE / Path(*parts[:cut])).is_dir():
+                break
+        target = importlib.import_module("pytest_helmbench." + ".".join(parts[:cut]))
+        for attribute in parts[cut:]:
+            target = getattr(target, attribute, None)
+        if target is None:
+            missing.append(dotted)
+    assert missing == []

@@ -1,10 +1,10 @@
 """The `helmbench` command: thin layers over the same code and defaults as the pytest plugin.
 
 One module per group of commands: this one holds the app and the benchmark commands (list, show,
-coverage, run-single, run-batch, run-all); results.py the commands on the results database (costs, report, export, cache,
-db); calibrate.py `helmbench calibrate` and `rescore`; init.py `helmbench init`; defaults.py the
-defaults found the way pytest finds them. May import every stage and the plugin's option table;
-nothing imports it."""
+coverage, run-single, run-batch, run-all); results.py the commands on the results database (costs,
+report, export, cache, db); calibrate.py `helmbench calibrate` and `rescore`; init.py `helmbench
+init`; defaults.py the defaults found the way pytest finds them. May import every stage and the
+plugin's option table; nothing imports it."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
-storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only ``export``, ``frames`` and the page import the storage
-layer's queries (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
-``terminal``, ``html_extras``) use the standard library and pytest-html only.
+storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
+``export``, ``frames`` and the page import the storage layer's queries (and so SQLAlchemy); the
+modules the plugin imports at start-up (``analytics``, ``terminal``, ``html_extras``) use the
+standard library and pytest-html only.
 """
