@@ -14,14 +14,49 @@ from typing import Any
 import pytest
 
 from ..benchmark_root import BenchmarkRoot, arg_paths, asked_for, session_benchmark
+from ..errors import BenchmarkError, ConfigError
 from ..suite.files import leads_outside
 from . import gc_tuning
 from .items import CaseItem, OutsideLink, ScenarioFile
+from .options import check_options
 from .state import HelmbenchState
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    HelmbenchState.get(session.config).session = session
+    """Before anything else (and, under xdist, before any worker starts): a bad option value, from
+    the command line, the environment or the ini file, is a usage error (exit 4) said once, when this
+    session asks for HELMBench or collects its benchmark. A problem in a benchmark file stays a
+    collection error of the files it affects."""
+    config = session.config
+    state = HelmbenchState.get(config)
+    state.session = session
+    if (
+        state.is_worker
+        or not _has_scenarios(state.root)
+        or not (asked_for(config) or _covers(config, state.root))
+    ):
+        return
+    try:
+        check_usage(state)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"HELMBench: {exc}") from None
+
+
+def _has_scenarios(root: Path) -> bool:
+    """A scenario folder exists (else there is nothing to check, and nothing_ran_line says why)."""
+    scenarios = root / "scenarios"
+    return scenarios.is_dir() and any(entry.is_dir() for entry in scenarios.iterdir())
+
+
+def check_usage(state: HelmbenchState) -> None:
+    """Read every option and build the settings once (a bad value raises ConfigError); a benchmark
+    file's problem (BenchmarkError) is left to collection, which names the file and line."""
+    check_options(state.config)
+    try:
+        _ = state.settings, state.loader
+    except BenchmarkError:
+        pass
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
