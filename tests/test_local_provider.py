@@ -19,11 +19,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_helmbench.providers import local_server as ls
-from pytest_helmbench.providers import local_weights as lw
-from pytest_helmbench.providers.local_ids import LOCAL_PREFIX, LocalProviderError, is_local_model
-from pytest_helmbench.providers.local_server import LocalServer
-from pytest_helmbench.providers.local_weights import ALIASES, WeightsSource, resolve_weights
+from pytest_helmbench.providers.local import server as ls
+from pytest_helmbench.providers.local import weights as lw
+from pytest_helmbench.providers.local.ids import LOCAL_PREFIX, LocalProviderError, is_local_model
+from pytest_helmbench.providers.local.server import LocalServer
+from pytest_helmbench.providers.local.weights import ALIASES, WeightsSource, resolve_weights
 
 FAKE_MODULE = "helmbench_fake_weights_pkg"
 FAKE_CONTENT = b"GGUF" + bytes(range(256)) * 64
@@ -488,7 +488,7 @@ def _start_in_subprocess(
         "import faulthandler, signal, sys, time\n"
         "faulthandler.register(signal.SIGUSR1)  # the test asks for the stack if this process hangs\n"
         "from pathlib import Path\n"
-        "from pytest_helmbench.providers.local_server import LocalServer\n"
+        "from pytest_helmbench.providers.local.server import LocalServer\n"
         "server = LocalServer(Path(sys.argv[1]), log_path=Path(sys.argv[2]))\n"
         "print(server.start(), server.pid, flush=True)\n"
         "if sys.argv[3] == 'hold':\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_helmbench.evaluation.judge import judge_schema
 from pytest_helmbench.providers.chat import ChatRequest
-from pytest_helmbench.providers.local_schema import RATIONALE_MAX_CHARS, bound_rationales, local_request
+from pytest_helmbench.providers.local.schema import RATIONALE_MAX_CHARS, bound_rationales, local_request
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import write
 

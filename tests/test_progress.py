@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_helmbench.providers.local import LocalProvider
-from pytest_helmbench.providers.local_weights import WeightsSource, ensure_alias_weights
+from pytest_helmbench.providers.local.weights import WeightsSource, ensure_alias_weights
 from pytest_helmbench.providers.progress import (
     PROGRESS,
     TerminalProgress,

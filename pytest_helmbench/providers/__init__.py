@@ -11,10 +11,10 @@
 - remote.py: the HTTP provider (any id no other provider takes) over http.py's `ChatClient`
   (OpenRouter / OpenAI-compatible, retries, pricing), transports.py (its connections: one per
   calling thread) and ratelimit.py's adaptive limiter.
-- local.py: the embedded local model (`local/…`), with local_weights.py (weights download/cache),
-  local_server.py (the llama.cpp server process and its `python -m … serve` entry point),
-  local_schema.py (the schema it is asked to answer, rationales bounded) and local_ids.py (the ids,
-  install hint and error type they share).
+- local/: the embedded local model (`local/…`), one subpackage: its provider (`__init__`),
+  weights.py (weights download/cache), server.py (the llama.cpp server process and its
+  `python -m … serve` entry point), schema.py (the schema it is asked to answer, rationales
+  bounded) and ids.py (the ids, install hint and error type they share).
 - progress.py: what a slow provider says (weights, server start), through one logger that the
   plugin or the CLI shows.
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
@@ -26,6 +26,6 @@
 
 May import suite/, config, errors; never evaluation/, execution/, storage/, reporting/ or the
 plugin's modules. httpx stays in http.py and transports.py, imported only where a call is made:
-base.py, chat.py, registry.py, builtin.py, remote.py and local.py load in every run, dry runs
+base.py, chat.py, registry.py, builtin.py, remote.py and local/__init__.py load in every run, dry runs
 included.
 """

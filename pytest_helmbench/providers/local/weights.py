@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .local_ids import LOCAL_PREFIX, LocalProviderError, is_local_model
-from .progress import Transfer, megabytes, say, transfer
+from ..progress import Transfer, megabytes, say, transfer
+from .ids import LOCAL_PREFIX, LocalProviderError, is_local_model
 
 log = logging.getLogger(__name__)
 

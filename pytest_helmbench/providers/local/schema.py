@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .chat import ChatRequest
+from ..chat import ChatRequest
 
 RATIONALE_FIELD = "rationale"
 RATIONALE_MAX_CHARS = 160

@@ -1,12 +1,12 @@
 """What the local provider's modules share: its model ids, its install hint and its error type.
 
-Kept apart so that local.py (the provider), local_weights.py and local_server.py import it without
+Kept apart so that the provider (`__init__`), weights.py and server.py import it without
 importing each other.
 """
 
 from __future__ import annotations
 
-from ..errors import HelmbenchError
+from ...errors import HelmbenchError
 
 LOCAL_PREFIX = "local/"
 INSTALL_HINT = "pip install 'pytest-helmbench[local]'  (or: pip install xllamacpp)"
