@@ -507,3 +507,27 @@ def test_a_secret_never_shows_and_its_exact_value_is_redacted_anywhere():
     assert redact_data({"args": [f"--x={value}"], "k": secret}) == {"args": ["--x=***"], "k": "***"}
     with pytest.raises(TypeError):
         pickle.dumps(secret)
+
+
+# --- #30.17: `helmbench init` never copies a benchmark into itself -----------------------------------
+
+
+@pytest.mark.parametrize("inside", ["scenarios/copy", "copy", "."])
+def test_init_into_a_folder_inside_the_installed_benchmark_is_refused(tmp_path, monkeypatch, inside):
+    """copytree into a folder of its own source recursed until RecursionError, writing hundreds of MB."""
+    from typer.testing import CliRunner
+
+    from pytest_helmbench import benchmark_root
+    from pytest_helmbench.cli import app
+
+    installed = write_benchmark(tmp_path / "site" / "pytest_helmbench" / "benchmark").resolve()
+    monkeypatch.setattr(benchmark_root, "installed_benchmark", lambda: installed)
+    before = sorted(p.relative_to(installed) for p in installed.rglob("*"))
+    monkeypatch.chdir(installed)
+    refused = CliRunner().invoke(app, ["init", inside])
+    assert refused.exit_code == 1
+    assert (
+        "lies inside the benchmark it would copy" in refused.output and "nothing was copied" in refused.output
+    )
+    assert "Traceback" not in refused.output
+    assert sorted(p.relative_to(installed) for p in installed.rglob("*")) == before

@@ -37,6 +37,12 @@ def copy_benchmark(target: Path, source: Path | None = None) -> Copied:
     source = source or benchmark_root.installed_benchmark()
     if source is None:
         raise InitError("this installation has no benchmark to copy (reinstall pytest-helmbench)")
+    inside = target.resolve()
+    if inside.is_relative_to(source.resolve()):  # copytree would copy the copy into itself, forever
+        raise InitError(
+            f"{target} lies inside the benchmark it would copy ({source}): nothing was copied; give a "
+            "folder outside it"
+        )
     if target.exists() and not target.is_dir():
         raise InitError(f"{target} exists and is not a folder: nothing was copied; give another DIR")
     if target.is_dir() and any(target.iterdir()):
