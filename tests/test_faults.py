@@ -4,6 +4,7 @@ database HELMBench cannot use is a one-line error naming the fix, never a traceb
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -494,6 +495,37 @@ def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path,
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert query(url, "select status from evaluationrun") == [("completed",)]
     assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
+
+
+def test_ctrl_c_says_interrupted_how_to_resume_and_counts_what_was_stored(tmp_path, helm_env):
+    """#30.21: the summary after Ctrl-C says the run was interrupted and how to finish it, and its
+    counts are the stored Results' (answers stored ahead of their report included)."""
+    project, url, cases = new_project(tmp_path)
+    helm_env.latency = 0.05
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        + ["--helmbench-concurrency=8", "--helmbench-cache=off"],
+        cwd=project,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while query(url, "select count(*) from result")[0][0] < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    output = child.communicate(timeout=60)[0]
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    stored = query(url, "select count(*) from result")[0][0]
+    assert 4 <= stored < cases, "the run was not stopped midway"
+    summary = output.split("HELMBench summary")[-1]
+    assert "interrupted (Ctrl-C)" in summary and "--helmbench-resume" in summary, summary
+    counts = re.search(r"(\d+) passed, (\d+) failed, (\d+) errors, (\d+) skipped", summary)
+    assert counts is not None, summary
+    assert sum(int(n) for n in counts.groups()) == stored, (summary, stored)
+    assert query(url, "select status from evaluationrun") == [("interrupted",)]
+    assert "Traceback" not in output and "INTERNALERROR" not in output
 
 
 SIGTERM_WHILE_REPORTING = """

@@ -84,6 +84,7 @@ class ControllerHooks:
 
     def __init__(self, state: HelmbenchState) -> None:
         self.state = state
+        self.interrupted = False  # Ctrl-C (or SIGTERM) reached pytest
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
@@ -136,8 +137,10 @@ class ControllerHooks:
             dsession.shouldstop = message
 
     def pytest_keyboard_interrupt(self) -> None:
-        """Ctrl-C or SIGTERM under xdist: workers would otherwise go on calling until torn down."""
+        """Ctrl-C or SIGTERM: the summary says so and how to finish; under xdist, workers would
+        otherwise go on calling until torn down."""
         state = self.state
+        self.interrupted = True
         if state.config.pluginmanager.get_plugin("dsession") is not None and state.shared.exists():
             self.stop_session("interrupted")
 
@@ -218,6 +221,11 @@ class ControllerHooks:
             )
         if self.state.config.stash.get(TERMINATED, False):
             lines.append("interrupted by SIGTERM: --helmbench-resume completes the run(s)")
+        elif self.interrupted:
+            lines.append(
+                "interrupted (Ctrl-C): every case counted above is stored and the run(s) are marked "
+                "interrupted; the same command with --helmbench-resume runs only the cases left"
+            )
         return lines
 
     def pytest_unconfigure(self) -> None:
@@ -280,6 +288,8 @@ def finish(state: HelmbenchState, interrupted: bool) -> None:
     (`--helmbench-resume` finds them either way); a failure here is one more storage error."""
     stopped = state.stopped_models()
     if state.recorder is not None:
+        for outcome in state.recorder.unreported():  # stored, never shown: counted as what was stored
+            state.tallies.setdefault(outcome.model, Tally()).add(outcome)
         failed = state.storage_error is not None
         models = set(state.tallies) | set(state.recorder.runs)
         # A run with cases skipped at the cost ceiling or timed out is not complete (resumable).

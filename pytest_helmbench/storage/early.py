@@ -38,7 +38,7 @@ class EarlyResults:
     """The Results this session stored before their items reported them."""
 
     def __init__(self) -> None:
-        self._stored: dict[Key, tuple[Any, ...]] = {}
+        self._stored: dict[Key, Outcome] = {}
 
     def rows(self, ahead: Iterable[Outcome], first: Key, fits: Callable[[Outcome], Row | None]) -> list[Row]:
         """The answers in `ahead` to store with the Result at `first`: those `fits` accepts (the
@@ -56,7 +56,7 @@ class EarlyResults:
         keys = []
         for outcome, run, _ in rows:
             keys.append(key := result_key(run.id, outcome))
-            self._stored[key] = fingerprint(outcome)
+            self._stored[key] = outcome
         return keys
 
     def take(self, run_id: int, outcome: Outcome) -> bool | None:
@@ -65,4 +65,9 @@ class EarlyResults:
         if not self._stored:
             return None
         stored = self._stored.pop(result_key(run_id, outcome), None)
-        return None if stored is None else stored == fingerprint(outcome)
+        return None if stored is None else fingerprint(stored) == fingerprint(outcome)
+
+    def unreported(self) -> list[Outcome]:
+        """The answers stored early whose items never reported them (the session stopped first): the
+        summary counts them too, so it says what the database holds."""
+        return list(self._stored.values())

@@ -95,6 +95,10 @@ class Recorder:
                 connection.close()
         self._conn = self._auto = None
 
+    def unreported(self) -> list[Outcome]:
+        """Results stored ahead of their items that no item reported (an interrupted session)."""
+        return self._early.unreported()
+
     def close(self) -> None:
         self._close_connections()
         self.engine.dispose()
