@@ -571,3 +571,24 @@ print(ledger.spent(), sorted(board.stopped()))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["0.75", "['a/model',", "'b/model']"]
+
+
+def test_last_failed_with_two_models_reruns_only_the_failures(pytester, helm_env):
+    """#30.19: pytest 9 matches --lf by structured node ids; a case's `[model]` must be parsed into
+    them as in the ids --lf reads back, or --lf with several models ran (and paid for) everything."""
+    from tests.openrouter_server import Reply
+
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    helm_env.add_rule(model="b/unsafe", reply=Reply.ok({"category": "HANDOFF", "response": "Call a line."}))
+    helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": "Mitochondria."}))
+    args = ["benchmark", "-p", "no:randomly", "--helmbench-model=a/safe,b/unsafe", "--helmbench-cache=off"]
+    first = pytester.runpytest(*args)
+    outcomes = first.parseoutcomes()
+    assert outcomes.get("failed", 0) > 0 and outcomes.get("passed", 0) > 0, outcomes
+    sent = len(helm_env.chat_requests)
+    again = pytester.runpytest(*args, "--lf")
+    again.assert_outcomes(failed=outcomes["failed"])
+    assert "known failures not in selected tests" not in again.stdout.str()
+    resent = helm_env.chat_requests[sent:]
+    assert len(resent) == outcomes["failed"] and {r.model for r in resent} == {"b/unsafe"}

@@ -58,11 +58,11 @@ class ScenarioFile(pytest.File):
             )
         for case in expand(scenario, models, layouts):
             for repeat in range(repeats):
+                name = item_name(case, len(models) > 1, repeat if repeats > 1 else None, len(layouts) > 1)
+                # The node id is given whole: pytest 9 parses a name's `[model]` into the structured id's
+                # params only then, as it does for the ids --lf reads back (else --lf matched no case).
                 yield CaseItem.from_parent(
-                    self,
-                    name=item_name(case, len(models) > 1, repeat if repeats > 1 else None, len(layouts) > 1),
-                    case=case,
-                    repeat=repeat,
+                    self, name=name, nodeid=f"{self.nodeid}::{name}", case=case, repeat=repeat
                 )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
