@@ -103,8 +103,29 @@ def _model_checks(entry: dict[str, Any], path: Path, index: int) -> None:
         )
 
 
+LOCAL_PREFIX = "local/"  # the embedded local provider's ids (providers/local/ids.py)
+
+
+def _local_path_check(model_id: str, path: Path, name: str) -> None:
+    """A `local/` GGUF path named in models.yml stays inside the project: relative, without `..` or
+    `~` (the file is a stranger's: `local//etc/shadow` would be opened). An absolute path is for the
+    command line (`--helmbench-model local//abs/x.gguf`), which the user types."""
+    if not model_id.startswith(LOCAL_PREFIX):
+        return
+    weights = model_id[len(LOCAL_PREFIX) :]
+    if weights.startswith(("/", "~", "\\")) or ".." in Path(weights).parts or ":" in weights:
+        raise BenchmarkError(
+            path,
+            f"{name}: a local model's path in models.yml must be relative to the rootdir, without '..' "
+            "or '~' (a benchmark tree may not point at files outside the project)",
+            fix="put the .gguf file in the project and write local/path/to/model.gguf, or pass an absolute "
+            "path on the command line: --helmbench-model local//abs/path/model.gguf",
+        )
+
+
 def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
     if isinstance(entry, str):
+        _local_path_check(entry, path, f"models[{index}] ({entry})")
         return ModelConfig(entry)
     if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
         raise BenchmarkError(
@@ -130,6 +151,7 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
         if key in entry and not isinstance(entry[key], dict):
             raise BenchmarkError(path, f"models[{index}] ({entry['id']}): '{key}' must be a mapping")
     _model_checks(entry, path, index)
+    _local_path_check(entry["id"], path, f"models[{index}] ({entry['id']})")
     if "base_url" in entry and not is_http_url(entry["base_url"]):
         raise BenchmarkError(
             path,
@@ -167,4 +189,6 @@ def load_models_file(path: Path) -> ModelsFile:
     marking = data.get("marking_model")
     if marking is not None and not isinstance(marking, str):
         raise BenchmarkError(path, "'marking_model' must be a model id")
+    for judge in str(marking or "").split(","):
+        _local_path_check(judge.strip(), path, f"marking_model ({judge.strip()})")
     return ModelsFile(marking, tuple(_model_entry(e, path, i) for i, e in enumerate(entries)))

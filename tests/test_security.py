@@ -531,3 +531,44 @@ def test_init_into_a_folder_inside_the_installed_benchmark_is_refused(tmp_path, 
     )
     assert "Traceback" not in refused.output
     assert sorted(p.relative_to(installed) for p in installed.rglob("*")) == before
+
+
+# --- #30.14: a models.yml `local/` path never leads outside the project -----------------------------
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["models:\n  - local/{secret}\n", "models:\n  - id: local/{secret}\n", "marking_model: local/{secret}\n"],
+    ids=["list", "mapping", "judge"],
+)
+@pytest.mark.parametrize("form", ["absolute", "dotdot"])
+def test_a_models_yml_local_path_outside_the_project_is_refused(pytester, helm_env, entry, form):
+    secret = pytester.path.parent / f"secret-{form}.gguf"
+    secret.write_text("TOPSECRET " * 50)
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    named = f"/{secret}" if form == "absolute" else f"../{secret.name}"
+    write(root / "models.yml", entry.format(secret=named))
+    result = pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-model=a/model")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "models.yml" in out and "must be relative to the rootdir" in out, out
+    assert "TOPSECRET" not in out and "Traceback" not in out
+    assert helm_env.requests == [] and not (pytester.path / "helmbench.db").exists()
+
+
+def test_a_relative_local_path_that_links_out_of_the_project_is_refused(tmp_path):
+    from pytest_helmbench.providers.local.ids import LocalProviderError
+    from pytest_helmbench.providers.local.weights import resolve_weights
+
+    outside = tmp_path / "outside.gguf"
+    outside.write_text("TOPSECRET")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "weights").symlink_to(tmp_path)  # a link in the tree that leads out of it
+    with pytest.raises(LocalProviderError, match="leads outside") as refused:
+        resolve_weights("local/weights/outside.gguf", base_dir=project)
+    assert "TOPSECRET" not in str(refused.value)
+    inside = project / "model.gguf"
+    inside.write_text("GGUF")
+    assert resolve_weights("local/model.gguf", base_dir=project) == inside.resolve()

@@ -106,9 +106,13 @@ def resolve_weights(
 
 def _resolve_path(name: str, *, model_id: str, base_dir: Path) -> Path:
     path = Path(name).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
-    path = path.resolve()
+    relative = not path.is_absolute()
+    path = (base_dir / path if relative else path).resolve()
+    if relative and not path.is_relative_to(base_dir.resolve()):  # `..` or a link out of the project
+        raise LocalProviderError(
+            f"{model_id}: {name} leads outside {base_dir}; a relative local path stays inside the "
+            f"project (for a file elsewhere write {LOCAL_PREFIX}/abs/path.gguf on the command line)"
+        )
     if path.is_file():
         return path
     known = ", ".join(LOCAL_PREFIX + alias for alias in sorted(ALIASES))
