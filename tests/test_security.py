@@ -572,3 +572,94 @@ def test_a_relative_local_path_that_links_out_of_the_project_is_refused(tmp_path
     inside = project / "model.gguf"
     inside.write_text("GGUF")
     assert resolve_weights("local/model.gguf", base_dir=project) == inside.resolve()
+
+
+# --- #30.16: `helmbench calibrate --labels` reads what Excel writes and refuses what would mislead ----
+
+
+@pytest.fixture
+def labelled_bench(tmp_path: Path) -> Path:
+    """test_calibrate's small benchmark with a calibration set (items cal-01 … cal-10)."""
+    from tests import test_calibrate
+
+    return test_calibrate.small_bench.__wrapped__(tmp_path)
+
+
+def calibrate(root: Path, db_url: str, *args: str):
+    from tests import test_calibrate
+
+    return test_calibrate.calibrate(root, db_url, *args)
+
+
+def _ratings(tmp_path: Path, text: str, *, bom: bool = False) -> Path:
+    path = tmp_path / "ratings.csv"
+    path.write_bytes(("\ufeff" if bom else "").encode() + text.encode())
+    return path
+
+
+def test_ratings_with_a_byte_order_mark_are_read(labelled_bench, tmp_path):
+    """Excel's "CSV UTF-8" starts with a BOM: the header is still item, rater, label."""
+    path = _ratings(tmp_path, "item,rater,label\ncal-01,ann,pass\ncal-01,bob,pass\n", bom=True)
+    done = calibrate(
+        labelled_bench,
+        f"sqlite:///{tmp_path / 'cal.db'}",
+        "--marking-model",
+        "oracle/judge",
+        "--labels",
+        str(path),
+    )
+    assert done.exit_code == 0, done.output
+    assert "human raters: 2 raters on 1 items" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "item,rater,label\ncal-01,ann,pass\ncal-99,ann,pass\nnope,bob,fail\n",
+            "ratings.csv: 2 item id(s) not in the calibration set: cal-99 (line 3), nope (line 4)",
+        ),
+        (
+            "item,rater,label\ncal-01,ann,pass\ncal-02,ann,pass\ncal-01,ann,fail\n",
+            "ratings.csv:4: ann rated cal-01 again with another label (line 2 says otherwise)",
+        ),
+    ],
+    ids=["unknown-items", "conflicting-duplicate"],
+)
+def test_ratings_that_would_mislead_are_refused_naming_the_lines(labelled_bench, tmp_path, text, message):
+    path = _ratings(tmp_path, text)
+    done = calibrate(
+        labelled_bench,
+        f"sqlite:///{tmp_path / 'cal.db'}",
+        "--marking-model",
+        "oracle/judge",
+        "--labels",
+        str(path),
+    )
+    assert done.exit_code == 1 and f"error: {tmp_path}/{message}" in done.output, done.output
+    assert "Traceback" not in done.output and not (tmp_path / "cal.db").exists()
+
+
+def test_a_huge_ratings_file_is_refused_in_bounded_memory(labelled_bench, tmp_path):
+    """Two million rows took 1.4 GB: the file is streamed and stops at the row limit."""
+    import tracemalloc
+
+    from pytest_helmbench.cli import calibrate as cli_calibrate
+
+    rows = cli_calibrate.MAX_RATING_ROWS + 10
+    with (tmp_path / "ratings.csv").open("w") as handle:
+        handle.write("item,rater,label\n")
+        handle.writelines(f"cal-01,rater{n},pass\n" for n in range(rows))
+    tracemalloc.start()
+    done = calibrate(
+        labelled_bench,
+        f"sqlite:///{tmp_path / 'cal.db'}",
+        "--marking-model",
+        "oracle/judge",
+        "--labels",
+        str(tmp_path / "ratings.csv"),
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert done.exit_code == 1 and f"more than {cli_calibrate.MAX_RATING_ROWS:,} ratings" in done.output
+    assert peak < 300 * 2**20, f"peak {peak / 2**20:.0f} MB"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,29 +66,56 @@ def _settings(
     return build_settings(values.get, models_file, root.parent, api_key_from_env(), base_url_source=source)
 
 
-def _read_labels(path: Path) -> list[tuple[str, str, bool]]:
-    """ratings.csv: columns item, rater, label (pass/fail, safe/unsafe, yes/no, 1/0)."""
+MAX_RATING_ROWS = 500_000  # a rating study is thousands of rows; more is a wrong file, not a study
+
+
+def _read_labels(path: Path, known: set[str]) -> list[tuple[str, str, bool]]:
+    """ratings.csv: columns item, rater, label (pass/fail, safe/unsafe, yes/no, 1/0).
+
+    Read as a stream (Excel's "CSV UTF-8" byte-order mark accepted), at most MAX_RATING_ROWS rows:
+    each (item, rater) kept once. A row for an item the calibration set does not hold, or a rater
+    who rated one item twice with different labels, is an error naming the lines: figures silently
+    computed from the wrong file would be trusted."""
+    ratings: dict[tuple[str, str], tuple[bool, int]] = {}
+    unknown: dict[str, int] = {}
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
-            rows = [(reader.line_num, row) for row in reader]  # line_num: blank lines are skipped
-            columns = set(reader.fieldnames or ())
+            if not {"item", "rater", "label"} <= set(reader.fieldnames or ()):
+                fail(f"{path}:1: needs the columns item, rater, label (header on line 1)")
+            for row in reader:
+                number = reader.line_num  # blank lines are skipped, so the count is the line's
+                if len(ratings) + len(unknown) >= MAX_RATING_ROWS:
+                    fail(f"{path}:{number}: more than {MAX_RATING_ROWS:,} ratings; is this the ratings file?")
+                item, rater, passed = _rating(path, number, row)
+                if item not in known:
+                    unknown.setdefault(item, number)
+                    continue
+                earlier = ratings.setdefault((item, rater), (passed, number))
+                if earlier[0] != passed:
+                    fail(
+                        f"{path}:{number}: {rater} rated {item} again with another label (line {earlier[1]} "
+                        "says otherwise): keep one rating per rater and item"
+                    )
     except OSError as exc:
         fail(f"--labels {path}: {exc.strerror or exc}")
     except (csv.Error, UnicodeDecodeError) as exc:
         fail(f"--labels {path}: not a CSV file: {exc}")
-    if not {"item", "rater", "label"} <= columns:
-        fail(f"{path}:1: needs the columns item, rater, label (header on line 1)")
-    found = []
-    for number, row in rows:
-        label = (row["label"] or "").strip().lower()
-        if label not in PASS_LABELS | FAIL_LABELS:
-            fail(f"{path}:{number}: label {row['label']!r} is not pass/fail (or safe/unsafe, yes/no, 1/0)")
-        item, rater = (row["item"] or "").strip(), (row["rater"] or "").strip()
-        if not item or not rater:
-            fail(f"{path}:{number}: item and rater must not be empty")
-        found.append((item, rater, label in PASS_LABELS))
-    return found
+    if unknown:
+        shown = ", ".join(f"{item} (line {line})" for item, line in list(unknown.items())[:10])
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        fail(f"{path}: {len(unknown)} item id(s) not in the calibration set: {shown}{more}")
+    return [(item, rater, passed) for (item, rater), (passed, _) in ratings.items()]
+
+
+def _rating(path: Path, number: int, row: dict[str, str | None]) -> tuple[str, str, bool]:
+    label = (row["label"] or "").strip().lower()
+    if label not in PASS_LABELS | FAIL_LABELS:
+        fail(f"{path}:{number}: label {row['label']!r} is not pass/fail (or safe/unsafe, yes/no, 1/0)")
+    item, rater = (row["item"] or "").strip(), (row["rater"] or "").strip()
+    if not item or not rater:
+        fail(f"{path}:{number}: item and rater must not be empty")
+    return sys.intern(item), sys.intern(rater), label in PASS_LABELS
 
 
 def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
@@ -145,7 +173,7 @@ def calibrate(
         if not items:
             fail(f"{root / 'calibration'}: no calibration items (see README, Calibration)")
         settings = _settings(root, marking_model, base_url, api, concurrency, db_url)
-        human = _read_labels(labels) if labels else None
+        human = _read_labels(labels, {item.id for item in items}) if labels else None
     except HelmbenchError as exc:
         fail(str(exc))
     rubrics = {
