@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -663,3 +664,50 @@ def test_a_huge_ratings_file_is_refused_in_bounded_memory(labelled_bench, tmp_pa
     tracemalloc.stop()
     assert done.exit_code == 1 and f"more than {cli_calibrate.MAX_RATING_ROWS:,} ratings" in done.output
     assert peak < 300 * 2**20, f"peak {peak / 2**20:.0f} MB"
+
+
+# --- #30.18: what a run writes is readable by its user only ------------------------------------------
+
+
+def _private(path: Path) -> bool:
+    import stat
+
+    return path.is_file() and stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+
+
+def test_the_database_reports_and_logs_a_run_writes_are_private(pytester, helm_env):
+    """They hold conversations about suicide: 0600 under the default umask, the process's restored."""
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": "Mitochondria."}))
+    before = os.umask(0o022)
+    try:
+        result = pytester.runpytest(
+            "benchmark", "-p", "no:randomly", "--junitxml=junit.xml", "--html=report.html",
+            "--helmbench-select=C1-U0-PT1",
+        )  # fmt: skip
+        assert os.umask(0o022) == 0o022, "the test process's umask is restored"
+    finally:
+        os.umask(before)
+    result.assert_outcomes(passed=1)
+    for name in ("helmbench.db", "junit.xml", "report.html"):
+        assert _private(pytester.path / name), name
+    report = pytester.run(sys.executable, "-m", "pytest_helmbench.cli", "report", "--db",
+                          f"sqlite:///{pytester.path / 'helmbench.db'}", "--out", "run.html")  # fmt: skip
+    assert report.ret == 0, report.stderr.str()
+    assert _private(pytester.path / "run.html")
+
+
+def test_the_umask_option_keeps_what_a_team_configured(pytester, helm_env):
+    import stat
+
+    pytester.makeini("[pytest]\nhelmbench_umask = 022\n")
+    write_benchmark(pytester.path / "benchmark")
+    helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": "Mitochondria."}))
+    pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1").assert_outcomes(
+        passed=1
+    )
+    assert stat.S_IMODE((pytester.path / "helmbench.db").stat().st_mode) == 0o644
+    bad = pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-umask=rw-only")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--helmbench-umask: 'rw-only' must be an octal umask" in bad.stderr.str()

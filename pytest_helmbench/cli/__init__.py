@@ -1,18 +1,21 @@
 """The `helmbench` command: thin layers over the same code and defaults as the pytest plugin.
 
-This module holds the app, its `--version` and `main`; one module per group of commands adds them:
-benchmark.py the benchmark commands (list, show, run-single, run-batch, run-all, estimate,
-coverage); results.py the commands on the results database (costs, report, export, cache, db);
-calibrate.py `helmbench calibrate` and `rescore`; init.py `helmbench init`; defaults.py the defaults
-found the way pytest finds them. May import every stage and the
-plugin's option table; nothing imports it."""
+This module holds the app, its `--version` and `main` (__main__.py: `python -m
+pytest_helmbench.cli`); one module per group of commands adds them: benchmark.py the benchmark
+commands (list, show, run-single, run-batch, run-all, estimate, coverage); results.py the commands
+on the results database (costs, report, export, cache, db); calibrate.py `helmbench calibrate` and
+`rescore`; init.py `helmbench init`; defaults.py the defaults found the way pytest finds them. May
+import every stage and the plugin's option table; nothing imports it."""
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
+from ..errors import ConfigError
+from ..plugin.options import parse_umask
 from . import benchmark as cli_benchmark
 from . import calibrate as cli_calibrate
 from . import init as cli_init
@@ -60,8 +63,13 @@ cli_init.register(app)
 
 
 def main() -> None:
+    """The console script: files the command writes (a database, `--out` reports and exports) are
+    readable by the user only, as a run's are, unless HELMBENCH_UMASK says otherwise."""
+    try:
+        mask = parse_umask(os.environ.get("HELMBENCH_UMASK", "077"), "HELMBENCH_UMASK")
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
+    if mask is not None:
+        os.umask(mask)
     app()
-
-
-if __name__ == "__main__":
-    main()

@@ -18,7 +18,8 @@ from ..errors import BenchmarkError, ConfigError
 from ..suite.files import leads_outside
 from . import gc_tuning
 from .items import CaseItem, OutsideLink, ScenarioFile
-from .options import check_options
+from .options import check_options, parse_umask
+from .outputs import private_files
 from .state import HelmbenchState
 
 
@@ -39,6 +40,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     try:
         check_usage(state)
+        private_files(config, parse_umask(state.option("umask")))
     except ConfigError as exc:
         raise pytest.UsageError(f"HELMBench: {exc}") from None
 

@@ -204,7 +204,24 @@ OPTIONS: tuple[Option, ...] = (
         "largest benchmark file read, in bytes (default 1048576 = 1 MB); a larger one is a collection error",
         "HELMBENCH_MAX_FILE_SIZE",
     ),
+    Option(
+        "umask",
+        "the umask of files a run creates (database, reports, logs): 077 (default: readable by you only; "
+        "they hold conversations about suicide), another octal mask such as 027, or keep (the process's)",
+        "HELMBENCH_UMASK",
+        "077",
+    ),
 )
+
+
+def parse_umask(value: Any, where: str = "--helmbench-umask") -> int | None:
+    """An octal umask (`077`, `0027`), or None for `keep`; anything else is a ConfigError."""
+    text = str(value).strip().lower()
+    if text == "keep":
+        return None
+    if re.fullmatch("0?[0-7]{3}", text):
+        return int(text, 8)
+    raise ConfigError(f"{where}: {value!r} must be an octal umask such as 077 or 027, or keep")
 
 
 def option_dest(name: str) -> str:

@@ -14,6 +14,7 @@ pytest-html: registered only when that plugin is active (pytest rejects hooks it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,6 +45,19 @@ def writes_properties(config: pytest.Config) -> bool:
 def system_out(pairs: Iterable[tuple[str, str]]) -> str:
     """One `name=value` line per property (a value's line breaks become spaces)."""
     return "\n".join(f"{name}={' '.join(str(value).splitlines())}" for name, value in pairs)
+
+
+def private_files(config: pytest.Config, mask: int | None) -> None:
+    """Files this process creates from now on (the database and its lock, JUnit XML, pytest-html,
+    `--out` files, the local server's log) get `mask` as their umask; the process's own is restored
+    when pytest is done, after the reports were written. None keeps the process's umask."""
+    if mask is None or UMASK_KEY in config.stash:
+        return
+    config.stash[UMASK_KEY] = previous = os.umask(mask)
+    config.add_cleanup(lambda: os.umask(previous))
+
+
+UMASK_KEY = pytest.StashKey[int]()
 
 
 class JunitHooks:
