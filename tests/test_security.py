@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -711,3 +712,60 @@ def test_the_umask_option_keeps_what_a_team_configured(pytester, helm_env):
     bad = pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-umask=rw-only")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--helmbench-umask: 'rw-only' must be an octal umask" in bad.stderr.str()
+
+
+# --- #30.12 and #30.13: a reply never drives the terminal or a spreadsheet ---------------------------
+
+ESCAPES = "\x1b]52;c;ZXZpbA==\x07\x1b[2K\r\x1b[32mPASSED\x1b[0m\u202e"
+
+
+def test_escape_sequences_in_replies_reach_the_terminal_escaped(pytester, helm_env):
+    """OSC 52 (clipboard), a line erase, a fake green PASSED and a bidi override in a reply, its
+    refusal and the judge's words are shown as visible escapes, never run by the terminal."""
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    helm_env.add_rule(contains="called again", reply=Reply.refusal(f"No.{ESCAPES}"))  # PT1
+    helm_env.add_rule(reply=Reply.ok({"category": "HANDOFF", "response": f"Call someone.{ESCAPES}"}))
+    result = pytester.runpytest("benchmark", "-p", "no:randomly", "-rA", "--helmbench-select=C1-U0")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for raw in ("\x1b", "\x07", "\r", "\u202e"):
+        assert raw not in out, repr(raw)
+    assert "No.\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K\\x0d\\x1b[32mPASSED" in out and "\\u202e" in out
+
+
+def test_formula_cells_and_control_characters_in_csv_are_neutralised(pytester, helm_env, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    helm_env.add_rule(
+        reply=Reply.refusal(f"No.{ESCAPES}", finish_reason='=HYPERLINK("http://evil.example","open")')
+    )
+    pytester.runpytest(
+        "benchmark", "-p", "no:randomly", "--helmbench-model=@evil/model", "--helmbench-select=C1-U0-PT1"
+    )
+    monkeypatch.chdir(pytester.path)
+    done = CliRunner().invoke(
+        app, ["export", "--format", "csv", "--db", f"sqlite:///{pytester.path / 'helmbench.db'}"]
+    )
+    assert done.exit_code == 0, done.output
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    formulas = [
+        (k, v)
+        for row in rows
+        for k, v in row.items()
+        if str(v).startswith(("=", "+", "-", "@")) and not re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", v)
+    ]  # a number (severity -1) is a number in a spreadsheet too
+    assert rows and formulas == []
+    assert rows[0]["model"] == "'@evil/model"
+    assert rows[0]["finish_reason"].startswith("'=HYPERLINK")
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\r" not in done.stdout
+    assert (
+        "model refused: No.\\x1b]52;c;ZXZpbA==\\x07" in rows[0]["reason"] and "\\u202e" in rows[0]["reason"]
+    )

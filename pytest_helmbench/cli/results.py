@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..config import parse_ttl
+from ..reporting.safe_text import for_terminal
 from .defaults import ConfigFileError, find_project
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def default_db() -> str:
 
 
 def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(for_terminal(f"error: {message}"), err=True)
     raise typer.Exit(1)
 
 
@@ -185,12 +186,12 @@ def costs(
 
     unpriced = unpriced_by_run(open_existing_db(url), [run.id for run, _ in found])
     for line in costs_lines(found, unpriced):
-        typer.echo(line)
+        typer.echo(for_terminal(line))
     for run, _ in found:
         calls = unpriced.get(run.id, Unpriced())
         subset = subset_label(run.subset, run.selected_cases, run.benchmark_cases)
         for line in run_notes(run.id, subset, calls.model_calls, calls.judge_calls):
-            typer.echo(line)
+            typer.echo(for_terminal(line))
     grand = sum(run.cost_usd + run.judge_cost_usd for run, _ in found)
     typer.echo(f"total: {usd(grand, sum(u.total for u in unpriced.values()))} over {len(found)} run(s)")
 
@@ -260,7 +261,7 @@ def report(
         f"{len(data.failures)} failures and errors)"
     )
     for summary in summaries(data):
-        typer.echo(summary_line(summary))
+        typer.echo(for_terminal(summary_line(summary)))
 
 
 def export_results(

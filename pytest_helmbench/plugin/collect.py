@@ -15,6 +15,7 @@ import pytest
 
 from ..benchmark_root import BenchmarkRoot, arg_paths, asked_for, session_benchmark
 from ..errors import BenchmarkError, ConfigError
+from ..reporting.safe_text import for_terminal
 from ..suite.files import leads_outside
 from . import gc_tuning
 from .items import CaseItem, OutsideLink, ScenarioFile
@@ -42,7 +43,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         check_usage(state)
         private_files(config, parse_umask(state.option("umask")))
     except ConfigError as exc:
-        raise pytest.UsageError(f"HELMBench: {exc}") from None
+        raise pytest.UsageError(for_terminal(f"HELMBench: {exc}")) from None
 
 
 def _has_scenarios(root: Path) -> bool:

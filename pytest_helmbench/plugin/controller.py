@@ -24,6 +24,7 @@ from ..errors import ConfigError, HelmbenchError
 from ..execution.outcome import Outcome
 from ..execution.selection import codes_by_model, selections
 from ..execution.unpriced import Unpriced, unpriced_of
+from ..reporting.safe_text import for_terminal
 from ..reporting.tally import Tally
 from ..reporting.terminal import summary_lines
 from ..reporting.verdict import exit_decision
@@ -204,11 +205,11 @@ class ControllerHooks:
             decision=state.decision,
             notes=state.notes,  # subset runs, calls without a price
         ):
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(for_terminal(line))
         for line in state.judge_lines:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(for_terminal(line))
         for line in self._stop_lines():
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(for_terminal(line))
 
     def _stop_lines(self) -> list[str]:
         """What a storage failure or SIGTERM left behind, and how to finish the job."""

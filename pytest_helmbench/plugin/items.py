@@ -17,6 +17,7 @@ from ..config import DRY_RUN_REASON
 from ..errors import HelmbenchError
 from ..execution.outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 from ..execution.prefetch import held_back
+from ..reporting.safe_text import for_terminal
 from ..reporting.terminal import failure_text
 from ..status import PYTEST_TIMEOUT, TIMEOUT_DETAIL, Status
 from ..suite.cases import Case, expand
@@ -54,7 +55,7 @@ class ScenarioFile(pytest.File):
         repeats = state.settings.repeat
         for message in state.new_warnings():
             warnings.warn_explicit(
-                HelmbenchWarning(message), HelmbenchWarning, filename=str(self.path), lineno=0
+                HelmbenchWarning(for_terminal(message)), HelmbenchWarning, filename=str(self.path), lineno=0
             )
         for case in expand(scenario, models, layouts):
             for repeat in range(repeats):
@@ -67,7 +68,7 @@ class ScenarioFile(pytest.File):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, HelmbenchError):
-            return str(excinfo.value)
+            return for_terminal(str(excinfo.value))
         return super().repr_failure(excinfo)
 
 
@@ -81,7 +82,7 @@ class OutsideLink(pytest.Directory):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, HelmbenchError):
-            return str(excinfo.value)
+            return for_terminal(str(excinfo.value))
         return super().repr_failure(excinfo)
 
 
@@ -185,8 +186,9 @@ class CaseItem(pytest.Item):
         alone, at the scenario file; the full text (prompt, response) stays in the failure's section."""
         from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
-        lines = [f"{line}\n" for line in text.split("\n")]
-        return ReprExceptionInfo(ReprTracebackNative(lines), ReprFileLocation(str(self.path), 1, reason))
+        lines = [f"{line}\n" for line in for_terminal(text).split("\n")]
+        location = ReprFileLocation(str(self.path), 1, for_terminal(reason))
+        return ReprExceptionInfo(ReprTracebackNative(lines), location)
 
     def junit_properties(self) -> list[tuple[str, str]]:
         """The case's JUnit metadata (the status and reason are added when it ends: `shape_report`)."""

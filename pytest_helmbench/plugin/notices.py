@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from ..reporting.safe_text import for_terminal
 from ..trust import KEY_ENV, OptionSource
 from .options import option_named, option_source
 from .state import HelmbenchState
@@ -28,7 +29,7 @@ def say(state: HelmbenchState, lines: Iterable[str]) -> None:
     terminal = state.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         if terminal is not None:
-            terminal.write_line(line)
+            terminal.write_line(for_terminal(line))
         else:
             log.warning("%s", line)
 

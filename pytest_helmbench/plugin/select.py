@@ -30,6 +30,7 @@ import pytest
 from ..errors import ConfigError, HelmbenchError
 from ..execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
 from ..execution.selection import codes_by_model
+from ..reporting.safe_text import for_terminal
 from ..suite.cases import parse_selectors
 from ..suite.prompt import compose
 from ..suite.sampling import sample_codes
@@ -83,7 +84,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state.is_worker or notes.baseline is None:
         return
     for line in changed_lines(notes.baseline.latest_run, _changed_counts(config, state)):
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(for_terminal(line))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

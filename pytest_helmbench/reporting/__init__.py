@@ -6,7 +6,8 @@
   index, the instructed-vs-deployed gap): pure functions over ``CaseResult`` records.
 - ``terminal`` (failure texts, the end-of-session summary), ``tally`` (what the summary counts of
   one model), ``html_extras`` (pytest-html columns, cells and extras) and ``html_summary`` (the
-  summary in pytest-html) for the pytest session; ``cost_text`` (USD when some calls had no price).
+  summary in pytest-html) for the pytest session; ``cost_text`` (USD when some calls had no price);
+  ``safe_text`` (untrusted text made safe for a terminal and a spreadsheet).
 - ``headline`` (a run's headline figures) and ``run_record`` (what each run was scored with, stored
   on its row at the end of a run and by `helmbench rescore`); ``calibration_figures`` (a judge
   against gold labels); ``content_coverage`` (what the benchmark covers, from its files).

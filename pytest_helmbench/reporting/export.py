@@ -22,6 +22,7 @@ from ..storage.columns import RESULT_NAMES, result_values
 from ..storage.queries import resolve_run_ids
 from ..storage.records import ResultRecord, iter_result_records
 from .frames import MissingExtra, require_pandas, results_frame
+from .safe_text import for_spreadsheet
 
 ExportFormat = Literal["csv", "json", "jsonl"]
 FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet")  # parquet: a file only (export_parquet)
@@ -79,7 +80,9 @@ def _write_csv(records: Any, out: TextIO) -> int:
     writer.writerow(COLUMNS)
     count = 0
     for record in records:
-        writer.writerow(["" if value is None else value for value in record_dict(record).values()])
+        writer.writerow(
+            ["" if value is None else for_spreadsheet(value) for value in record_dict(record).values()]
+        )
         count += 1
     return count
 
