@@ -230,11 +230,9 @@ class BenchmarkLoader:
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
         response_format = parse_response_format(folder / f"S{number}.json", self.files)
-        evaluation, evaluation_type = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
-        criteria = (
-            parse_criteria(folder / "criteria.md", self.files) if evaluation_type.needs_criteria else None
-        )
-        if evaluation_type.needs_criteria and criteria is None:
+        evaluation, needs = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
+        criteria = parse_criteria(folder / "criteria.md", self.files) if needs.criteria else None
+        if needs.criteria and criteria is None:
             raise BenchmarkError(
                 md_path,
                 f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
@@ -245,7 +243,7 @@ class BenchmarkLoader:
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
         perturbations = tuple(found[1]) if found else ()
-        if any(getattr(self.evaluation_types.get(c.spec.type), "needs_resources", False) for c in checks):
+        if any(self.evaluation_types.needs(c.spec.type).resources for c in checks):
             resources = require_resources(self.resources(), self.root, md_path)
             for part in (*user_contexts, *perturbations):  # a locale the resources do not list: uncheckable
                 if "locale" in part.meta:
