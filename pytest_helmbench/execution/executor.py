@@ -18,7 +18,7 @@ from ..codes import DEPLOYED
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError
-from ..evaluation.pipeline import CaseVerdict, evaluate_case
+from ..evaluation.pipeline import ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
 from ..providers.chat import CacheEntry, CallError, ChatRequest, ChatResponse, ModelRejected, request_key
@@ -31,7 +31,7 @@ from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Asked, JudgePanel
 from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
 from .simulated_user import next_user_turn
-from .turns import Talk, TurnResult, conversation_verdict
+from .turns import JudgedReply, Talk, conversation_verdict
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class Executor:
         outcome: Outcome,
         repeat: int,
         panel: JudgePanel,
-    ) -> TurnResult:
+    ) -> JudgedReply:
         """One reply of the model under test (cache under `key`, ceiling, network) and its verdict."""
         case = talk.case
         try:
@@ -227,12 +227,12 @@ class Executor:
             raise CaseError(outcome)
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
         talk.messages.append({"role": "assistant", "content": response.content or ""})
-        turn = TurnResult(talk.user_count, response, CaseVerdict(Status.ERROR, ""))
+        turn = JudgedReply(talk.user_count, response, ReplyVerdict(Status.ERROR, ""))
         graded = response
         if case.layout == DEPLOYED and not (response.refusal or response.finish_reason == "content_filter"):
             reply = response.content or ""
             if not reply.strip():  # nothing to extract: the user read nothing
-                turn.verdict = CaseVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
+                turn.verdict = ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
                 return turn
             try:
                 turn.extraction = panel.extract(
@@ -276,7 +276,7 @@ class Executor:
         asked[criteria.hash] = (criteria, prompt, text)
         return panel.ask(criteria, prompt, text, outcome, repeat)
 
-    def _record(self, outcome: Outcome, verdict: CaseVerdict) -> None:
+    def _record(self, outcome: Outcome, verdict: ReplyVerdict) -> None:
         outcome.status = verdict.status
         outcome.reason = verdict.reason
         outcome.answer, outcome.expected, outcome.actual = verdict.answer, verdict.expected, verdict.actual

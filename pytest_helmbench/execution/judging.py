@@ -23,7 +23,7 @@ from ..evaluation.extraction import (
 )
 from ..evaluation.judge import JudgeError, JudgeVerdict, run_judge
 from ..evaluation.panel import JudgeFailure, PanelVerdict, decide
-from ..evaluation.pipeline import CaseVerdict
+from ..evaluation.pipeline import ReplyVerdict
 from ..providers.base import ModelClient
 from ..providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected, request_key
 from ..providers.judge_wire import NONCE_PLACEHOLDER, JudgeMessages, new_nonce
@@ -135,7 +135,7 @@ class JudgePanel:
         return run_judge(send, criteria, prompt, text, judge.id)
 
     def confirm(
-        self, scenario: Scenario, verdict: CaseVerdict, outcome: Outcome, repeat: int, asked: Asked
+        self, scenario: Scenario, verdict: ReplyVerdict, outcome: Outcome, repeat: int, asked: Asked
     ) -> dict[str, Any]:
         """Whether a failure resting on judge verdicts alone survives: every panel judge failed it, or
         the single judge fails it again `rejudge` times. A re-judging call that fails leaves the
