@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 Judge = Callable[[Criteria, str, str], "PanelVerdict"]
 """Ask the marking model(s): (rubric, composed prompt, graded text) -> the panel's verdict; may raise
-JudgeError (no verdict could be reached)."""
+JudgeError (no verdict could be reached). A run's is a `panel.Panel`."""
 
 
 @dataclass(frozen=True)
