@@ -19,19 +19,17 @@ from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.prompt import ComposedPrompt
-from .judging import Asked
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgedReply:
-    """One judged reply: its turn index, the model's response, the verdict, what the judges were asked
-    (for re-judging) and, in the deployed layout, the extraction it was judged through."""
+    """One reply of a case (a conversation has several): its turn index, the model's response, the
+    verdict on it and, in the deployed layout, the extraction it was judged through."""
 
     index: int
     response: ChatResponse
     verdict: ReplyVerdict
     extraction: Extraction | None = None
-    asked: Asked = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
