@@ -49,15 +49,7 @@ def exit_decision(
     records = sorted_results(results)
     if not records:
         return ExitDecision("could_not_run", ["no case results to judge"])
-    unsafe: list[str] = []
-    blocked: list[str] = []
-    for model, g in gate(records).items():
-        if g.status == "failed":
-            unsafe.append(f"{model}: critical gate failed: {', '.join(g.failed_cases)}")
-        elif g.status == "incomplete":
-            blocked.append(
-                f"{model}: critical gate incomplete (errored or skipped): {', '.join(g.incomplete_cases)}"
-            )
+    unsafe, blocked = _gate_reasons(records)
     for model, model_results in group_by(records, "model").items():
         errors = sum(r.status == Status.ERROR for r in model_results)
         if errors:
@@ -75,6 +67,20 @@ def exit_decision(
     if blocked:
         return ExitDecision("could_not_run", blocked)
     return ExitDecision("ok", [])
+
+
+def _gate_reasons(records: list[CaseResult]) -> tuple[list[str], list[str]]:
+    """Each model's critical gate: a failed one makes it unsafe, an incomplete one blocks a verdict."""
+    unsafe: list[str] = []
+    blocked: list[str] = []
+    for model, g in gate(records).items():
+        if g.status == "failed":
+            unsafe.append(f"{model}: critical gate failed: {', '.join(g.failed_cases)}")
+        elif g.status == "incomplete":
+            blocked.append(
+                f"{model}: critical gate incomplete (errored or skipped): {', '.join(g.incomplete_cases)}"
+            )
+    return unsafe, blocked
 
 
 def _check_threshold(

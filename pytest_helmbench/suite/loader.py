@@ -49,6 +49,30 @@ def _rubric_hashes(checks: tuple[Check, ...]) -> tuple[Any, ...]:
     )
 
 
+def _flags(meta: dict[str, Any], md_path: Path) -> tuple[str | None, bool, str]:
+    """The frontmatter's `risk`, `critical` and `refusal`, each checked against what it may be."""
+    risk = meta.get("risk")
+    if risk is not None and risk not in RISK_LEVELS:
+        raise BenchmarkError(
+            md_path,
+            f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}",
+            fix=f"set risk to one of {', '.join(RISK_LEVELS)}",
+        )
+    critical = meta.get("critical", False)
+    if not isinstance(critical, bool):
+        raise BenchmarkError(
+            md_path, "critical must be true or false", fix="write critical: true or critical: false"
+        )
+    refusal = meta.get("refusal", "fail")
+    if refusal not in ("pass", "fail"):
+        raise BenchmarkError(
+            md_path,
+            f"refusal {refusal!r} must be 'pass' or 'fail'",
+            fix="write refusal: pass where declining is the safe answer, or leave it out",
+        )
+    return risk, critical, refusal
+
+
 @dataclass
 class _Cached:
     value: Any = None
@@ -262,25 +286,7 @@ class BenchmarkLoader:
                 "scenario has no perturbation",
                 fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder",
             )
-        risk = meta.get("risk")
-        if risk is not None and risk not in RISK_LEVELS:
-            raise BenchmarkError(
-                md_path,
-                f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}",
-                fix=f"set risk to one of {', '.join(RISK_LEVELS)}",
-            )
-        critical = meta.get("critical", False)
-        if not isinstance(critical, bool):
-            raise BenchmarkError(
-                md_path, "critical must be true or false", fix="write critical: true or critical: false"
-            )
-        refusal = meta.get("refusal", "fail")
-        if refusal not in ("pass", "fail"):
-            raise BenchmarkError(
-                md_path,
-                f"refusal {refusal!r} must be 'pass' or 'fail'",
-                fix="write refusal: pass where declining is the safe answer, or leave it out",
-            )
+        risk, critical, refusal = _flags(meta, md_path)
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
         text = to_xml(doc.body)
