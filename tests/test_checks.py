@@ -12,7 +12,7 @@ import pytest
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.panel import JudgeFailure, PanelVerdict
-from pytest_helmbench.evaluation.pipeline import CaseVerdict, evaluate_case
+from pytest_helmbench.evaluation.pipeline import ReplyVerdict, evaluate_case
 from pytest_helmbench.status import Status
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Criteria, RubricCheck, Scenario
@@ -473,12 +473,12 @@ def unreachable(rubric_name: str, inner: Any) -> Any:
     return judge
 
 
-def run(scenario: Scenario, judge: Any, answer: dict[str, Any] | None = None) -> CaseVerdict:
+def run(scenario: Scenario, judge: Any, answer: dict[str, Any] | None = None) -> ReplyVerdict:
     content = json.dumps(answer if answer is not None else GOOD)
     return evaluate_case(REGISTRY, scenario, "the prompt", chat_response(content), judge)
 
 
-def statuses(verdict: CaseVerdict) -> list[tuple[str, str]]:
+def statuses(verdict: ReplyVerdict) -> list[tuple[str, str]]:
     return [(c["name"], c["status"]) for c in verdict.details["checks"]]
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.evaluation.pipeline import CaseVerdict, evaluate_case
+from pytest_helmbench.evaluation.pipeline import ReplyVerdict, evaluate_case
 from pytest_helmbench.status import Status
 from pytest_helmbench.suite.cases import Case
 from pytest_helmbench.suite.components import make_component
@@ -70,7 +70,7 @@ def run_reference(
     locale: str | None = None,
     context: Component | None = None,
     perturbation: Component | None = None,
-) -> CaseVerdict:
+) -> ReplyVerdict:
     """The verdict of every check of `scenario` on a reference answer to `perturbation` (default PT1:
     the reply it was written for, else its variant for that message's language), for a user in
     `locale` with the user context `context` (None: no context)."""
@@ -89,7 +89,7 @@ def run_reference(
     )
 
 
-def explain(verdict: CaseVerdict) -> str:
+def explain(verdict: ReplyVerdict) -> str:
     return "\n".join(f"  [{c['name']}] {c['status']}: {c['reason']}" for c in verdict.details["checks"])
 
 

@@ -26,7 +26,7 @@ from pytest_helmbench.results import results, runs, scores
 from pytest_helmbench.storage.columns import RESULT_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS, Column, names
 from pytest_helmbench.storage.engine import open_existing
 from pytest_helmbench.storage.queries import DatasetError
-from pytest_helmbench.storage.records import ResultRecord
+from pytest_helmbench.storage.records import ExportRow
 from tests.benchfiles import SCENARIO, write_benchmark, write_scenario
 from tests.dbquery import query
 from tests.openrouter_server import FakeOpenRouter, Reply
@@ -118,7 +118,7 @@ def plain(value: object) -> object:
 
 
 def test_the_result_columns_are_the_records_fields_and_export_header():
-    assert names(RESULT_COLUMNS) == tuple(ResultRecord.__dataclass_fields__) == COLUMNS
+    assert names(RESULT_COLUMNS) == tuple(ExportRow.__dataclass_fields__) == COLUMNS
 
 
 def test_frames_of_a_real_run(recorded):

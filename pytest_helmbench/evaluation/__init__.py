@@ -8,8 +8,10 @@
 - registry.py: `EvaluatorRegistry` (types by name); builtin.py registers the built-ins through the
   `pytest_helmbench_register_evaluators` hook, the one a conftest.py or plugin implements too.
 - pipeline.py: the steps every type shares (refusal, JSON, schema) before the evaluator rules.
-- answers.py: reading content as JSON and checking it against a schema; judge.py: the marking
-  model's call (prompt, strict verdict schema, parsing); extraction.py: a deployed-layout reply
+- answers.py: reading content as JSON and checking it against a schema; judge.py: one marking
+  model's request (prompt, strict verdict schema) and the reading of its answer; panel.py: the
+  `Panel` an evaluator asks (every judge through the providers' `SendJudge`, handed down by the
+  execution stage, then the policy: no call comes back up); extraction.py: a deployed-layout reply
   put into the scenario's schema by the marking model (request, schema, checked answer).
 
 May import suite/ (scenarios, specs), providers/ (responses, call errors), errors and config;

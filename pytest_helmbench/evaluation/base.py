@@ -3,7 +3,8 @@
 An evaluator is registered under its `type` (the name in a scenario's `evaluation: {type: …}`),
 checks that mapping once at collection (`check_spec`), and rules on each schema-valid answer
 (`evaluate`). It says whether it needs the marking model (`needs_judge`), so the executor and the
-estimate know which cases cost a judge call, and whether its scenario needs a criteria.md rubric.
+estimate know which cases cost a judge call, and whether its scenario needs a criteria.md rubric
+(`needs_criteria`) or the benchmark's resources.yml (`needs_resources`).
 
 Imports here stay light (no httpx, no jsonschema): evaluators are registered in every pytest session.
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 Judge = Callable[[Criteria, str, str], "PanelVerdict"]
 """Ask the marking model(s): (rubric, composed prompt, graded text) -> the panel's verdict; may raise
-JudgeError (no verdict could be reached)."""
+JudgeError (no verdict could be reached). A run's is a `panel.Panel`."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Evaluator(ABC):
     type: ClassVar[str]
     needs_judge: ClassVar[bool] = False
     needs_criteria: ClassVar[bool] = False
+    needs_resources: ClassVar[bool] = False
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
         """Validate the scenario's `evaluation:` mapping; raise BenchmarkError (file + fix) if bad.

@@ -1,4 +1,4 @@
-"""Structured Qualitative Evaluation: an LLM judge applies a scenario's rubric (criteria.md).
+"""One marking model's verdict on one graded text: the request it is sent and the reading of its answer.
 
 The judge answers through its own strict JSON schema built from the rubric: for an options rubric its
 verdict values, for an atomic rubric one `{rationale, answer}` per check (yes / no / not_applicable),

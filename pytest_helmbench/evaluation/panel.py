@@ -7,14 +7,25 @@
 - `any-fail`: fails when any judge that answered failed; passes when at least one answered and all
   who answered passed.
 No verdict makes the check an ERROR (never a failure): an unreachable judge is not evidence.
+
+`Panel` is the `Judge` an evaluator asks (evaluation/base.py): it puts the question to every judge
+through the provider-side `SendJudge` it was built with, reads each answer (judge.py) and applies the
+policy, so a judge call goes evaluation -> providers and nothing calls back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from .judge import JudgeError, JudgeVerdict
+from ..providers.chat import CallError
+from .judge import JudgeError, JudgeVerdict, run_judge
+
+if TYPE_CHECKING:
+    from ..config import ModelConfig
+    from ..providers.chat import ChatResponse
+    from ..providers.judge_wire import JudgeMessages, SendJudge
+    from ..suite.model import Criteria
 
 POLICIES = ("majority", "all-pass", "any-fail")
 
@@ -39,12 +50,23 @@ class JudgeFailure:
 
 
 @dataclass(frozen=True)
+class Question:
+    """What a panel is asked about one check: the rubric, the composed prompt and the graded text."""
+
+    criteria: Criteria
+    prompt: str
+    text: str
+
+
+@dataclass(frozen=True)
 class PanelVerdict:
-    """Every judge's ruling on one check and the policy's decision (None: no verdict)."""
+    """Every judge's ruling on one check and the policy's decision (None: no verdict), with the
+    question asked (a critical failure is confirmed by asking it again)."""
 
     policy: str
     verdicts: tuple[JudgeVerdict | JudgeFailure, ...]
     passed: bool | None
+    question: Question | None = field(default=None, compare=False)
 
     @property
     def answered(self) -> tuple[JudgeVerdict, ...]:
@@ -100,3 +122,38 @@ def decide(policy: str, votes: list[bool | None]) -> bool | None:
     if fails:  # any-fail
         return False
     return True if passes else None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """The run's marking models and policy, asked through a provider-side `SendJudge`: the `Judge`
+    an evaluator's context holds."""
+
+    judges: tuple[ModelConfig, ...]
+    policy: str
+    send: SendJudge
+
+    def __call__(self, criteria: Criteria, prompt: str, text: str) -> PanelVerdict:
+        """Every judge's verdict on `text`, combined by the policy; CallError with no marking model."""
+        if not self.judges:
+            raise CallError(
+                "no marking model for this judged check: "
+                "set marking_model in models.yml or --helmbench-marking-model"
+            )
+        question = Question(criteria, prompt, text)
+        verdicts: list[JudgeVerdict | JudgeFailure] = []
+        for judge in self.judges:
+            try:
+                verdicts.append(self.ask(judge, question))
+            except JudgeError as exc:
+                verdicts.append(JudgeFailure(judge.id, exc.reason, raw=exc.raw))
+        votes = [v.passed if isinstance(v, JudgeVerdict) else None for v in verdicts]
+        return PanelVerdict(self.policy, tuple(verdicts), decide(self.policy, votes), question)
+
+    def ask(self, judge: ModelConfig, question: Question) -> JudgeVerdict:
+        """One judge's verdict; JudgeError when it gives none."""
+
+        def send(messages: JudgeMessages, response_format: dict[str, Any]) -> ChatResponse:
+            return self.send(judge, messages, response_format)
+
+        return run_judge(send, question.criteria, question.prompt, question.text, judge.id)

@@ -71,7 +71,7 @@ def evaluate(
 
 
 @dataclass(frozen=True)
-class CheckOutcome:
+class CheckVerdict:
     """One check's verdict on one answer (stored in the Result's `evaluation_details["checks"]`)."""
 
     name: str
@@ -105,7 +105,7 @@ class CheckOutcome:
 
 
 @dataclass(frozen=True)
-class CaseVerdict:
+class ReplyVerdict:
     """Every check's verdict on one answer, and the case's status from them."""
 
     status: Status
@@ -113,7 +113,7 @@ class CaseVerdict:
     answer: Any = None
     expected: Any = None
     actual: Any = None
-    checks: tuple[CheckOutcome, ...] = ()
+    checks: tuple[CheckVerdict, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -139,7 +139,7 @@ def evaluate_case(
     resources: CrisisResources | None = None,
     language: str | None = None,
     declines_resources: bool = False,
-) -> CaseVerdict:
+) -> ReplyVerdict:
     """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
     skipped), any other failure to complete a check makes that check an error."""
     checks = scenario.checks or (
@@ -149,7 +149,7 @@ def evaluate_case(
     ruled = _precheck(scenario, response, label.expected(scenario.evaluation, scenario))
     if isinstance(ruled, Evaluation):
         status = Status.PASSED if ruled.passed else Status.FAILED
-        return CaseVerdict(
+        return ReplyVerdict(
             status, ruled.reason, ruled.answer, ruled.expected, ruled.actual, (), ruled.details
         )
     outcomes = []
@@ -172,19 +172,19 @@ def evaluate_case(
     return _combine(tuple(outcomes), ruled["value"])
 
 
-def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -> CheckOutcome:
+def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -> CheckVerdict:
     try:
         result = evaluator.evaluate(context)
     except CallError as exc:  # JudgeError included: this check has no verdict
         panel = exc.panel if isinstance(exc, NoVerdict) else None
-        return CheckOutcome(
+        return CheckVerdict(
             check.name, check.spec.type, check.role, Status.ERROR, exc.reason, undecided=panel, raw=exc.raw
         )
     status = Status.PASSED if result.passed else Status.FAILED
-    return CheckOutcome(check.name, check.spec.type, check.role, status, result.reason, result)
+    return CheckVerdict(check.name, check.spec.type, check.role, status, result.reason, result)
 
 
-def _combine(outcomes: tuple[CheckOutcome, ...], answer: Any) -> CaseVerdict:
+def _combine(outcomes: tuple[CheckVerdict, ...], answer: Any) -> ReplyVerdict:
     """Failed if any check failed; else error if any could not be completed; else passed."""
     label = outcomes[0].evaluation
     failed = [c for c in outcomes if c.status is Status.FAILED]
@@ -200,7 +200,7 @@ def _combine(outcomes: tuple[CheckOutcome, ...], answer: Any) -> CaseVerdict:
     raw = next((c.raw for c in errors if c.raw is not None), None)
     if status is Status.ERROR and raw is not None:
         details["judge_raw"] = raw  # shown in the report as the judge's raw answer
-    return CaseVerdict(
+    return ReplyVerdict(
         status,
         reason,
         label.answer if label is not None else answer,

@@ -1,14 +1,18 @@
 """Every evaluation type of a session by name, filled through `pytest_helmbench_register_evaluators`.
 
-Built once per process (HelmbenchState.evaluators); the loader reads it as its EvaluationTypes,
-the executor and the estimate ask it whether a scenario's type needs the marking model.
+Built once per process (HelmbenchState.evaluators) and handed down to the loader as its
+EvaluationTypes: the loader asks it what a type needs read and for the checked spec of a written
+`evaluation:` (each type checks its own settings). The executor and the estimate ask it whether a
+scenario's type needs the marking model.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import HelmbenchError
+from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation, TypeNeeds
 
 if TYPE_CHECKING:
     from .base import Evaluator
@@ -43,6 +47,15 @@ class EvaluatorRegistry:
             return self._evaluators[name]
         except KeyError:
             raise KeyError(f"unknown evaluation type {name!r} (known: {', '.join(self.names())})") from None
+
+    def needs(self, name: str) -> TypeNeeds:
+        """What the loader must read for a scenario using type `name` (a rubric, resources.yml)."""
+        evaluator = self.get(name)
+        return TypeNeeds(evaluator.needs_criteria, evaluator.needs_resources)
+
+    def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
+        """The written mapping checked by the type it names (`spec.type`, a registered name)."""
+        return self.get(spec.type).check_spec(spec, scenario_path)
 
     def names(self) -> list[str]:
         """Known type names, sorted (the order of the loader's 'use one of …')."""

@@ -1,9 +1,10 @@
 """`sqe` (Structured Qualitative Evaluation): the marking model(s) apply a rubric (criteria.md, or the
 file a check names).
 
-The judge call itself (prompt, strict verdict schema, parsing) lives in judge.py and the panel's
-policy in panel.py; this evaluator picks the text to show (the whole answer, or one field of it such
-as `response`, the reply the user would read) and turns the panel's verdict into an Evaluation.
+One judge's request and the reading of its answer live in judge.py, the panel (every judge asked
+through the provider-side send, then the policy) in panel.py; this evaluator picks the text to show
+(the whole answer, or one field of it such as `response`, the reply the user would read) and turns
+the panel's verdict into an Evaluation.
 """
 
 from __future__ import annotations

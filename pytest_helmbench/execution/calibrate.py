@@ -23,7 +23,6 @@ from ..evaluation.judge import JudgeVerdict
 from ..providers.base import ModelClient
 from ..providers.chat import CallError, ChatRequest, ChatResponse
 from ..providers.pool import ClientPool
-from ..status import Status
 from ..suite.calibration import CalibrationItem
 from ..suite.cases import Case, expand
 from ..suite.gold import gold_values
@@ -31,8 +30,8 @@ from ..suite.model import BenchmarkInfo, Criteria, Scenario
 from ..suite.prompt import compose, render_messages
 from ..suite.references import References
 from .budget import StopBoard
-from .judging import JudgePanel
-from .outcome import Outcome
+from .judging import Helpers
+from .outcome import CaseLog
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ def _digest(text: str) -> str:
 
 
 def _plain_call(
-    client: ModelClient, request: ChatRequest, key: str | None, outcome: Outcome, judge: bool = False
+    client: ModelClient, request: ChatRequest, key: str | None, log: CaseLog, judge: bool = False
 ) -> ChatResponse:
     """Calibration pays for every call: no response cache, no cost ceiling."""
     return client.complete(request)
@@ -104,14 +103,13 @@ def rate_items(
 ) -> list[Rated]:
     """Judge every item with `judge` alone, `settings.concurrency` calls at a time."""
     alone = replace(settings, marking_model=judge, marking_models=(judge,))
-    panel = JudgePanel(alone, clients, board, _plain_call)
+    helpers = Helpers(alone, clients, board, _plain_call)
 
     def rate(item: CalibrationItem) -> Rated:
         scenario = scenarios[item.scenario]
         criteria = next(c.criteria for c in scenario.checks if c.criteria and c.criteria.name == item.rubric)
         case = _case(scenario, item.case)
-        outcome = Outcome(Status.ERROR, "", criteria.name, item.case, "", "", "", {})  # carries nothing here
-        verdict = panel.ask(criteria, compose(case).text, item.text, outcome, 0)
+        verdict = helpers.panel(CaseLog())(criteria, compose(case).text, item.text)  # a log nobody reads
         answered = [v for v in verdict.verdicts if isinstance(v, JudgeVerdict)]
         error = None if answered else verdict.summary()
         cost = answered[0].cost_usd if answered else None
@@ -172,14 +170,13 @@ def extract_items(
     conversation is the scenario's first case, deployed); a failed extraction is no extraction,
     never a disagreement."""
     alone = replace(settings, marking_model=judge, marking_models=(judge,))
-    panel = JudgePanel(alone, clients, board, _plain_call)
+    helpers = Helpers(alone, clients, board, _plain_call)
 
     def extract(item: tuple[Scenario, str, str, dict[str, object]]) -> Extracted:
         scenario, origin, reply, gold = item
         case = replace(expand(scenario, [""])[0], layout=DEPLOYED)
-        outcome = Outcome(Status.ERROR, "", judge.id, case.code, "", "", "", {})  # carries nothing here
-        try:
-            done = panel.extract(scenario, info, render_messages(compose(case).messages), reply, outcome, 0)
+        try:  # a log nobody reads
+            done = helpers.extract(scenario, info, render_messages(compose(case).messages), reply, CaseLog())
         except CallError as exc:
             return Extracted(scenario.code, origin, gold, None, exc.reason)
         return Extracted(scenario.code, origin, gold, dict(done.fields))

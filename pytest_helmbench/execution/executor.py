@@ -2,7 +2,8 @@
 
 Errors of the call (outage, truncation, moderation, unreachable judge) raise CaseError carrying an
 error Outcome; a rejected model is remembered on a StopBoard shared by all xdist workers so its
-remaining cases are skipped instead of erroring one by one.
+remaining cases are skipped instead of erroring one by one. While a case runs, what its calls did
+is gathered in a CaseLog; the case's Outcome is built from it once, where the case ends.
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ from ..codes import DEPLOYED
 from ..config import Settings
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError
-from ..evaluation.pipeline import CaseVerdict, evaluate_case
+from ..evaluation.pipeline import ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
 from ..providers.chat import CacheEntry, CallError, ChatRequest, ChatResponse, ModelRejected, request_key
 from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.cases import Case
-from ..suite.model import BenchmarkInfo, Criteria
+from ..suite.model import BenchmarkInfo
 from ..suite.prompt import ComposedPrompt, render_messages
 from .budget import BudgetExhausted, CostLedger, StopBoard
-from .judging import Asked, JudgePanel
-from .outcome import CaseError, CaseSkipped, ModelStopped, Outcome, provenance
+from .judging import Helpers
+from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
 from .simulated_user import next_user_turn
-from .turns import Talk, TurnResult, conversation_verdict
+from .turns import JudgedReply, Talk, conversation_verdict
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,15 @@ class AnswerCache(Protocol):
     def writable(self) -> bool: ...
 
     def get(self, key: str) -> CachedAnswer | None: ...
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """One request for a reply of the model under test: its client, the request, its cache key."""
+
+    client: ModelClient
+    request: ChatRequest
+    key: str
 
 
 @dataclass
@@ -86,8 +96,8 @@ class Executor:
         return None
 
     @property
-    def panel(self) -> JudgePanel:
-        return JudgePanel(self.settings, self.clients, self.board, self._call)
+    def helpers(self) -> Helpers:
+        return Helpers(self.settings, self.clients, self.board, self._call)
 
     def check_running(self, model: str, role: str = "model") -> None:
         reason = self.board.reason(model)
@@ -144,161 +154,150 @@ class Executor:
         client, request, key = self.request_for(case, prompt, repeat)
         cache_key = key if prompt.simulation is None else self._first_request(case, prompt, repeat)[2]
         messages = prompt.messages
-        outcome = Outcome(
-            status=Status.ERROR,
-            reason="",
-            model=case.model,
-            case_code=case.code,
-            nodeid=nodeid,
-            prompt=prompt.text,
-            prompt_hash=prompt.hash,
-            provenance=provenance(case, self.info),
-            repeat=repeat,
-            request_hash=key,
-            layout=case.layout,
-            messages=messages if prompt.turns else None,
-        )
+        start = {
+            "model": case.model,
+            "case_code": case.code,
+            "nodeid": nodeid,
+            "prompt": prompt.text,
+            "prompt_hash": prompt.hash,
+            "provenance": provenance(case, self.info),
+            "request_hash": key,
+            "layout": case.layout,
+            "messages": messages if prompt.turns else None,
+        }
+        log = CaseLog(start, repeat)
         talk = Talk(case, prompt, messages, [case.perturbation.words])
-        panel = self.panel
+        helpers = self.helpers
+        turn_request = ReplyRequest(client, request, cache_key)
         try:
             model = self.settings.model(case.model)
             endpoint = self.clients.endpoint(model, client)
             while True:
-                turn = self._turn(talk, client, request, cache_key, outcome, repeat, panel)
+                turn = self._turn(talk, turn_request, log, helpers)
                 talk.turns.append(turn)
-                if turn.verdict.status is Status.ERROR or not self._continue(talk, outcome, repeat, panel):
+                if turn.verdict.status is Status.ERROR or not self._continue(talk, log, helpers):
                     break
                 request = self.clients.request(model, messages, prompt.response_format)
-                cache_key = request_key(endpoint, client.api, request, repeat)
+                turn_request = ReplyRequest(
+                    client, request, request_key(endpoint, client.api, request, repeat)
+                )
         except BudgetExhausted as exc:
-            raise self._skip(outcome, str(exc)) from None
-        if prompt.multi_turn:
+            raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None
+        return self._ended(talk, log, helpers)
+
+    def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers) -> Outcome:
+        """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
+        first); CaseError when it ended in an error."""
+        if talk.prompt.multi_turn:
             verdict, shown = conversation_verdict(talk.turns)
         else:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
-        outcome.raw_response = shown.response.raw
-        outcome.finish_reason = shown.response.finish_reason
-        self._record(outcome, verdict)
-        if shown.extraction is not None:
-            outcome.details["extraction"] = shown.extraction.to_dict()
+        ruled = self._ruled(log, verdict, shown)
         if (
-            case.scenario.critical
+            talk.case.scenario.critical
             and verdict.status is Status.FAILED
             and shown.verdict.failed_on_judges_alone
         ):
             try:
-                outcome.details["confirmation"] = panel.confirm(
-                    case.scenario, shown.verdict, outcome, repeat, shown.asked
-                )
+                ruled["details"]["confirmation"] = helpers.confirm(shown.verdict, log)
             except BudgetExhausted as exc:
-                raise self._skip(outcome, f"{exc} before the judge call") from None
+                raise CaseSkipped(
+                    log.outcome(Status.SKIPPED, f"{exc} before the judge call", ruled)
+                ) from None
+        outcome = log.outcome(verdict.status, verdict.reason, ruled)
         if outcome.status is Status.ERROR:
             raise CaseError(outcome)
         return outcome
 
-    def _turn(
-        self,
-        talk: Talk,
-        client: ModelClient,
-        request: ChatRequest,
-        key: str,
-        outcome: Outcome,
-        repeat: int,
-        panel: JudgePanel,
-    ) -> TurnResult:
-        """One reply of the model under test (cache under `key`, ceiling, network) and its verdict."""
+    def _turn(self, talk: Talk, turn_request: ReplyRequest, log: CaseLog, helpers: Helpers) -> JudgedReply:
+        """One reply of the model under test (cache under the request's key, ceiling, network) and its
+        verdict."""
         case = talk.case
         try:
-            response = self._call(client, request, key, outcome)
+            response = self._call(turn_request.client, turn_request.request, turn_request.key, log)
         except ModelRejected as exc:
             self.board.stop(case.model, exc.reason)
-            raise self._error(outcome, f"model {case.model} stopped: {exc.reason}", exc, talk) from None
+            raise self._error(log, f"model {case.model} stopped: {exc.reason}", exc, talk) from None
         except CallError as exc:
-            raise self._error(outcome, exc.reason, exc, talk) from None
-        self._account(outcome, response)
+            raise self._error(log, exc.reason, exc, talk) from None
+        _account(log, response)
         if response.finish_reason == "length":
-            outcome.reason = talk.prefix() + (
+            reason = talk.prefix() + (
                 f"truncated at max_tokens ({response.completion_tokens} completion tokens, "
                 "finish_reason: length): raise --helmbench-max-tokens"
             )
-            outcome.raw_response = response.raw
             # a truncated answer is never replayed; earlier turns' answers stay cached
-            outcome.cache_writes[:] = [w for w in outcome.cache_writes if w.get("key") != key]
-            raise CaseError(outcome)
+            log.cache_writes[:] = [w for w in log.cache_writes if w.get("key") != turn_request.key]
+            raise CaseError(log.outcome(Status.ERROR, reason))
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
         talk.messages.append({"role": "assistant", "content": response.content or ""})
-        turn = TurnResult(talk.user_count, response, CaseVerdict(Status.ERROR, ""))
-        graded = response
+        index = talk.user_count
+        graded, extraction = response, None
         if case.layout == DEPLOYED and not (response.refusal or response.finish_reason == "content_filter"):
             reply = response.content or ""
             if not reply.strip():  # nothing to extract: the user read nothing
-                turn.verdict = CaseVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
-                return turn
-            try:
-                turn.extraction = panel.extract(
-                    case.scenario, self.info, conversation, reply, outcome, repeat
+                return JudgedReply(
+                    index, response, ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
                 )
+            try:
+                extraction = helpers.extract(case.scenario, self.info, conversation, reply, log)
             except ExtractionError as exc:
-                raise self._error(outcome, exc.reason, exc, talk, keep_response=True) from None
-            graded = turn.extraction.response(response)
-        turn.verdict = evaluate_case(
+                raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
+            graded = extraction.response(response)
+        verdict = evaluate_case(
             self.evaluators,
             case.scenario,
             conversation,
             graded,
-            lambda c, p, t: self._ask(panel, turn.asked, c, p, t, outcome, repeat),
+            helpers.panel(log),
             locale=case.locale,
             resources=self.resources,
             language=case.language,
             declines_resources=case.declines_resources,
         )
-        return turn
+        return JudgedReply(index, response, verdict, extraction)
 
-    def _continue(self, talk: Talk, outcome: Outcome, repeat: int, panel: JudgePanel) -> bool:
+    def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
         try:
-            return next_user_turn(panel, self.settings, talk, outcome, repeat)
+            return next_user_turn(helpers, self.settings, talk, log)
         except CallError as exc:
-            raise self._error(
-                outcome, f"simulated user: {exc.reason}", exc, talk, keep_response=True
-            ) from None
+            raise self._error(log, f"simulated user: {exc.reason}", exc, talk, keep_response=True) from None
 
     @staticmethod
-    def _ask(
-        panel: JudgePanel,
-        asked: Asked,
-        criteria: Criteria,
-        prompt: str,
-        text: str,
-        outcome: Outcome,
-        repeat: int,
-    ) -> Any:
-        asked[criteria.hash] = (criteria, prompt, text)
-        return panel.ask(criteria, prompt, text, outcome, repeat)
-
-    def _record(self, outcome: Outcome, verdict: CaseVerdict) -> None:
-        outcome.status = verdict.status
-        outcome.reason = verdict.reason
-        outcome.answer, outcome.expected, outcome.actual = verdict.answer, verdict.expected, verdict.actual
-        outcome.details = {
+    def _ruled(log: CaseLog, verdict: ReplyVerdict, shown: JudgedReply) -> dict[str, Any]:
+        """What the verdict decides of the Outcome (answer, details, the judges' tokens), shown by the
+        reply it is reported by; the judge cost becomes the judges' verdicts' total."""
+        details = {
             "evaluation": verdict.checks[0].type if verdict.checks else None,
             **verdict.details,
-            **outcome.details,
+            **log.replayed,
+        }
+        ruled: dict[str, Any] = {
+            "answer": verdict.answer,
+            "expected": verdict.expected,
+            "actual": verdict.actual,
+            "details": details,
+            "raw_response": shown.response.raw,
+            "finish_reason": shown.response.finish_reason,
         }
         judged = verdict.judge_verdicts
         if judged:
-            outcome.judge_cost_usd = _total([v.cost_usd for v in judged])
-            outcome.judge_prompt_tokens = _total([v.prompt_tokens for v in judged])
-            outcome.judge_completion_tokens = _total([v.completion_tokens for v in judged])
+            log.judge_cost_usd = _total([v.cost_usd for v in judged])
+            ruled["judge_prompt_tokens"] = _total([v.prompt_tokens for v in judged])
+            ruled["judge_completion_tokens"] = _total([v.completion_tokens for v in judged])
             if len(judged) == 1:
-                outcome.details["judge"] = judged[0].to_dict()
+                details["judge"] = judged[0].to_dict()
+        if shown.extraction is not None:
+            details["extraction"] = shown.extraction.to_dict()
+        return ruled
 
     def _call(
         self,
         client: ModelClient,
         request: ChatRequest,
         key: str | None,
-        outcome: Outcome,
+        log: CaseLog,
         judge: bool = False,
     ) -> ChatResponse:
         """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling;
@@ -308,12 +307,12 @@ class Executor:
             response = client.parse_completion(
                 entry.raw_response, model=request.model, latency_ms=entry.latency_ms or 0.0, attempts=0
             )
-            outcome.details["judge_cached" if judge else "cached"] = {
+            log.replayed["judge_cached" if judge else "cached"] = {
                 "original_cost_usd": entry.cost_usd,
                 "cached_at": str(entry.created_at),
             }
             if not judge:
-                outcome.cached = True
+                log.cached = True
             return replace(response, cost_usd=0.0)
         if self.ledger is not None:
             self.ledger.check()
@@ -321,7 +320,7 @@ class Executor:
         if self.ledger is not None:
             self.ledger.add(response.cost_usd)
         if self.cache is not None and self.cache.writable and key is not None:
-            outcome.cache_writes.append(
+            log.cache_writes.append(
                 asdict(
                     CacheEntry(
                         key,
@@ -337,39 +336,33 @@ class Executor:
         return response
 
     @staticmethod
-    def _skip(outcome: Outcome, reason: str) -> CaseSkipped:
-        outcome.status = Status.SKIPPED
-        outcome.reason = reason
-        return CaseSkipped(outcome)
-
-    @staticmethod
     def _error(
-        outcome: Outcome, reason: str, exc: CallError, talk: Talk | None = None, keep_response: bool = False
+        log: CaseLog, reason: str, exc: CallError, talk: Talk, keep_response: bool = False
     ) -> CaseError:
         """The case's error Outcome; a conversation keeps the turns judged before it (and says which
         turn erred)."""
-        outcome.status = Status.ERROR
-        outcome.reason = (talk.prefix() if talk is not None else "") + reason
+        details = dict(log.replayed)
+        ruled: dict[str, Any] = {"details": details}
         if keep_response:  # a helper failed: the model's reply stays the raw response, the helper's apart
-            outcome.details["judge_raw"] = exc.raw  # shown as the helper's raw answer
+            details["judge_raw"] = exc.raw  # shown as the helper's raw answer
         else:
-            outcome.raw_response = exc.raw
-            outcome.attempts = exc.attempts
-        if talk is not None and talk.turns:
-            outcome.details["turns"] = [turn.to_dict() for turn in talk.turns]
-        return CaseError(outcome)
+            ruled["raw_response"] = exc.raw
+            ruled["attempts"] = exc.attempts
+        if talk.turns:
+            details["turns"] = [turn.to_dict() for turn in talk.turns]
+        return CaseError(log.outcome(Status.ERROR, talk.prefix() + reason, ruled))
 
-    @staticmethod
-    def _account(outcome: Outcome, response: ChatResponse) -> None:
-        """Add one reply's accounting (a conversation's replies add up; unknown stays unknown)."""
-        first = outcome.attempts is None
-        outcome.raw_response = response.raw
-        outcome.latency_ms = _add(outcome.latency_ms, response.latency_ms, first)
-        outcome.prompt_tokens = _add(outcome.prompt_tokens, response.prompt_tokens, first)
-        outcome.completion_tokens = _add(outcome.completion_tokens, response.completion_tokens, first)
-        outcome.cost_usd = _add(outcome.cost_usd, response.cost_usd, first)
-        outcome.finish_reason = response.finish_reason
-        outcome.attempts = (outcome.attempts or 0) + response.attempts
+
+def _account(log: CaseLog, response: ChatResponse) -> None:
+    """Add one reply's accounting (a conversation's replies add up; unknown stays unknown)."""
+    first = log.attempts is None
+    log.raw_response = response.raw
+    log.latency_ms = _add(log.latency_ms, response.latency_ms, first)
+    log.prompt_tokens = _add(log.prompt_tokens, response.prompt_tokens, first)
+    log.completion_tokens = _add(log.completion_tokens, response.completion_tokens, first)
+    log.cost_usd = _add(log.cost_usd, response.cost_usd, first)
+    log.finish_reason = response.finish_reason
+    log.attempts = (log.attempts or 0) + response.attempts
 
 
 def _total(values: list[Any]) -> Any:

@@ -1,6 +1,8 @@
-"""Ask the panel of marking models, and confirm a critical failure before the gate counts it.
+"""The marking models and the user agent as one case calls them, and a critical failure confirmed.
 
-Every judged check is put to every panel judge; the policy (evaluation/panel.py) combines their votes.
+`Helpers.panel` is the evaluation stage's `Panel` (evaluation/panel.py) over a provider-side send
+bound to one case: each judge request goes through the executor's paid call (response cache, cost
+ceiling, network), so a judge call runs execution -> evaluation -> providers and nothing calls back.
 A critical case that failed on judge verdicts alone is confirmed before the critical gate counts it:
 with two or more judges, when every judge failed it; with one judge, when that judge fails it again
 `rejudge` times in fresh calls (the response cache is neither read nor written, and each call gets
@@ -21,50 +23,42 @@ from ..evaluation.extraction import (
     extraction_schema,
     read_extraction,
 )
-from ..evaluation.judge import JudgeError, JudgeVerdict, run_judge
-from ..evaluation.panel import JudgeFailure, PanelVerdict, decide
-from ..evaluation.pipeline import CaseVerdict
+from ..evaluation.judge import JudgeError
+from ..evaluation.panel import Panel
+from ..evaluation.pipeline import ReplyVerdict
 from ..providers.base import ModelClient
 from ..providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected, request_key
 from ..providers.judge_wire import NONCE_PLACEHOLDER, JudgeMessages, new_nonce
 from ..providers.pool import ClientPool
 from ..status import Status
-from ..suite.model import BenchmarkInfo, Criteria, Scenario
+from ..suite.model import BenchmarkInfo, Scenario
 from .budget import StopBoard
-from .outcome import Outcome
+from .outcome import CaseLog
 
-Call = Callable[[ModelClient, ChatRequest, "str | None", Outcome, bool], ChatResponse]
-"""The executor's paid call: (client, request, cache key or None for no cache, outcome, judge?)."""
-Asked = dict[str, tuple[Criteria, str, str]]
-"""What one case asked the judges: rubric hash -> (rubric, prompt, graded text), for re-judging."""
+Call = Callable[[ModelClient, ChatRequest, "str | None", CaseLog, bool], ChatResponse]
+"""The executor's paid call: (client, request, cache key or None for no cache, the case's log, judge?)."""
 
 
 @dataclass
-class JudgePanel:
-    """The marking models of a run, asked through the executor's paid call (cache, ceiling, network)."""
+class Helpers:
+    """The run's marking models and user agent, asked through the executor's paid call."""
 
     settings: Settings
     clients: ClientPool
     board: StopBoard
     call: Call
 
-    def ask(self, criteria: Criteria, prompt: str, text: str, outcome: Outcome, repeat: int) -> PanelVerdict:
-        """Every judge's verdict on `text`, combined by the run's policy."""
-        if not self.settings.marking_models:
-            raise CallError(
-                "no marking model for this judged check: "
-                "set marking_model in models.yml or --helmbench-marking-model"
-            )
-        verdicts: list[JudgeVerdict | JudgeFailure] = []
-        for judge in self.settings.marking_models:
-            try:
-                verdicts.append(self._one(judge, criteria, prompt, text, outcome, repeat))
-            except JudgeError as exc:
-                verdicts.append(JudgeFailure(judge.id, exc.reason, raw=exc.raw))
-        votes = [v.passed if isinstance(v, JudgeVerdict) else None for v in verdicts]
-        return PanelVerdict(
-            self.settings.judge_policy, tuple(verdicts), decide(self.settings.judge_policy, votes)
-        )
+    def panel(self, log: CaseLog, seed: int | None = None) -> Panel:
+        """The judges as the evaluation stage asks them, every call paid for and logged for one case
+        (`seed` given: fresh calls, as `send` says)."""
+
+        def send(
+            judge: ModelConfig, messages: JudgeMessages, response_format: dict[str, Any]
+        ) -> ChatResponse:
+            # The cache key is the request with the nonce left out: the nonce changes, the question not.
+            return self.send(judge, messages.messages, response_format, log, seed)
+
+        return Panel(tuple(self.settings.marking_models), self.settings.judge_policy, send)
 
     def extract(
         self,
@@ -72,8 +66,7 @@ class JudgePanel:
         info: BenchmarkInfo,
         conversation: str,
         reply: str,
-        outcome: Outcome,
-        repeat: int,
+        log: CaseLog,
     ) -> Extraction:
         """The first marking model's extraction of a plain reply into the scenario's schema
         (evaluation/extraction.py); ExtractionError when it gives none that fits."""
@@ -85,7 +78,7 @@ class JudgePanel:
         judge = self.settings.marking_models[0]
         messages = extraction_messages(scenario, info, conversation, reply)
         try:
-            response = self.send(judge, messages.messages, extraction_schema(scenario), outcome, repeat)
+            response = self.send(judge, messages.messages, extraction_schema(scenario), log)
         except CallError as exc:
             raise ExtractionError(f"extraction could not be made: {exc.reason}", raw=exc.raw) from None
         return read_extraction(scenario, reply, response, judge.id)
@@ -95,8 +88,7 @@ class JudgePanel:
         helper: ModelConfig,
         messages: Callable[[str], list[dict[str, str]]],
         response_format: dict[str, Any],
-        outcome: Outcome,
-        repeat: int,
+        log: CaseLog,
         seed: int | None = None,
         role: str = "the marking model",
     ) -> ChatResponse:
@@ -108,35 +100,16 @@ class JudgePanel:
         request = replace(keyed, messages=messages(new_nonce()))
         key = None
         if seed is None:
-            key = request_key(self.clients.endpoint(helper, client), client.api, keyed, repeat)
+            key = request_key(self.clients.endpoint(helper, client), client.api, keyed, log.repeat)
         else:
             request = replace(request, seed=seed)
         try:
-            return self.call(client, request, key, outcome, True)
+            return self.call(client, request, key, log, True)
         except ModelRejected as exc:  # a bad key or credits for the helper: every case that needs it alike
             self.board.stop(helper.id, f"as {role}: {exc.reason}")
             raise
 
-    def _one(
-        self,
-        judge: ModelConfig,
-        criteria: Criteria,
-        prompt: str,
-        text: str,
-        outcome: Outcome,
-        repeat: int,
-        seed: int | None = None,
-    ) -> JudgeVerdict:
-
-        def send(messages: JudgeMessages, response_format: dict[str, Any]) -> ChatResponse:
-            # The cache key is the request with the nonce left out: the nonce changes, the question not.
-            return self.send(judge, messages.messages, response_format, outcome, repeat, seed)
-
-        return run_judge(send, criteria, prompt, text, judge.id)
-
-    def confirm(
-        self, scenario: Scenario, verdict: CaseVerdict, outcome: Outcome, repeat: int, asked: Asked
-    ) -> dict[str, Any]:
+    def confirm(self, verdict: ReplyVerdict, log: CaseLog) -> dict[str, Any]:
         """Whether a failure resting on judge verdicts alone survives: every panel judge failed it, or
         the single judge fails it again `rejudge` times. A re-judging call that fails leaves the
         failure standing (it is counted, and the error recorded)."""
@@ -150,26 +123,22 @@ class JudgePanel:
         k = self.settings.rejudge
         if k == 0:
             return {"k": 0, "by": "none", "confirmed": True, "verdicts": []}
-        rubrics = {c.name: c.criteria for c in scenario.checks}
         results: list[bool | None] = []
         errors: list[str] = []
         confirmed = False
         for check in failed:
-            criteria = rubrics.get(check.name) or scenario.criteria
-            question = asked.get(criteria.hash) if criteria is not None else None
+            question = check.panel.question if check.panel is not None else None
             if question is None:
                 continue
             survived = True
             for attempt in range(1, k + 1):
                 try:
-                    again = self._one(
-                        judges[0], *question, outcome, repeat, seed=self._seed(judges[0], attempt)
-                    )
+                    again = self.panel(log, self._seed(judges[0], attempt)).ask(judges[0], question)
                 except JudgeError as exc:
                     errors.append(exc.reason)
                     results.append(None)
                     continue
-                outcome.judge_cost_usd = (outcome.judge_cost_usd or 0.0) + (again.cost_usd or 0.0)
+                log.judge_cost_usd = (log.judge_cost_usd or 0.0) + (again.cost_usd or 0.0)
                 results.append(not again.passed)
                 if again.passed:
                     survived = False

@@ -101,7 +101,10 @@ def provenance(case: Case, info: BenchmarkInfo) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
-    """Status, reason and accounting of one case (a Result row to be)."""
+    """What one case ended as: status, reason, what was judged and what it cost (a Result row to be).
+
+    Built once, when the case ends (`CaseLog.outcome`; `items.error_outcome` for a case the executor
+    never finished), and read only from then on: pytest's report, the recorder, the tally."""
 
     status: Status
     reason: str
@@ -145,6 +148,45 @@ class Outcome:
 
 
 _OUTCOME_FIELDS = fields(Outcome)
+
+
+@dataclass
+class CaseLog:
+    """What one case's calls did while it runs, gathered until the case ends.
+
+    The model's accounting over its replies (a conversation's add up, unknown stays unknown), the
+    helpers' cost, the answers replayed from the response cache (`replayed`: the details' "cached"
+    and "judge_cached") and the fresh ones to cache. `start` holds the Outcome's fields known before
+    the first call; `outcome` builds the one Outcome from all of it."""
+
+    start: dict[str, Any] = field(default_factory=dict)  # empty: a call that records no case (calibration)
+    repeat: int = 0  # which repeat of the case (--helmbench-repeat): part of every call's cache key
+    replayed: dict[str, Any] = field(default_factory=dict)
+    cache_writes: list[dict[str, Any]] = field(default_factory=list)
+    cached: bool = False
+    raw_response: str | None = None
+    finish_reason: str | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    attempts: int | None = None
+    judge_cost_usd: float | None = None  # the helpers' calls: judges (re-judging included), simulated user
+
+    def outcome(self, status: Status, reason: str, ruled: Mapping[str, Any] | None = None) -> Outcome:
+        """The case's Outcome: `start`, what the calls did, and `ruled` (what the ending decided:
+        answer, expected, actual, details, the judges' tokens; raw response or attempts it replaces).
+        Its details are the replayed answers unless `ruled` gives them."""
+        made = {name: getattr(self, name) for name in _LOGGED}
+        return Outcome(
+            **self.start,
+            **{**made, "details": dict(self.replayed), **(ruled or {})},
+            status=status,
+            reason=reason,
+        )
+
+
+_LOGGED = tuple(f.name for f in fields(CaseLog) if f.name not in ("start", "replayed"))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ..errors import HelmbenchError
 from ..status import Status
 
 
-class Decision(StrEnum):
+class ResumeAction(StrEnum):
     """What a resumed session does with one selected case."""
 
     RUN = "run"  # missing, errored or skipped last time: run it
@@ -45,17 +45,19 @@ class ResumePlan:
     )  # model -> key -> [status, hash]
     errors_only: bool = False
 
-    def decide(self, model: str, code: str, repeat: int, request_hash: str, layout: str = "seed") -> Decision:
+    def decide(
+        self, model: str, code: str, repeat: int, request_hash: str, layout: str = "seed"
+    ) -> ResumeAction:
         """RUN (missing, errored or skipped), DONE (finished, unchanged) or CHANGED (finished, now
         different); retrying errors runs the errored cases only."""
         if model not in self.runs:
-            return Decision.RUN
+            return ResumeAction.RUN
         status, old_hash = self.prior.get(model, {}).get(case_key(code, repeat, layout)) or [None, None]
         if self.errors_only:
-            return Decision.RUN if status == Status.ERROR else Decision.DONE
+            return ResumeAction.RUN if status == Status.ERROR else ResumeAction.DONE
         if status in (Status.PASSED, Status.FAILED):
-            return Decision.DONE if old_hash == request_hash else Decision.CHANGED
-        return Decision.RUN
+            return ResumeAction.DONE if old_hash == request_hash else ResumeAction.CHANGED
+        return ResumeAction.RUN
 
     def save(self, path: Path) -> None:
         path.write_text(
@@ -81,22 +83,22 @@ class PlannedCase:
 
 
 @dataclass
-class PlanOutcome:
+class AppliedPlan:
     """The plan's decision for each case (in the order given) and how many of each."""
 
-    decisions: list[Decision]
+    decisions: list[ResumeAction]
     counts: dict[str, int]
 
     @property
     def keep(self) -> list[bool]:
         """Which cases stay selected: all but those already done."""
-        return [decision != Decision.DONE for decision in self.decisions]
+        return [decision != ResumeAction.DONE for decision in self.decisions]
 
 
-def apply_plan(plan: ResumePlan, cases: Iterable[PlannedCase]) -> PlanOutcome:
+def apply_plan(plan: ResumePlan, cases: Iterable[PlannedCase]) -> AppliedPlan:
     """Decide every selected case; the counts are what the summary reports."""
     decisions = [plan.decide(c.model, c.code, c.repeat, c.request_hash, c.layout) for c in cases]
-    counts = {str(decision): 0 for decision in (Decision.DONE, Decision.CHANGED, Decision.RUN)}
+    counts = {str(decision): 0 for decision in (ResumeAction.DONE, ResumeAction.CHANGED, ResumeAction.RUN)}
     for decision in decisions:
         counts[str(decision)] += 1
-    return PlanOutcome(decisions, counts)
+    return AppliedPlan(decisions, counts)

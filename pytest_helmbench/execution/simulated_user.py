@@ -19,8 +19,8 @@ from ..jsontext import response_text
 from ..providers.chat import CallError, ChatResponse
 from ..providers.user_agent_wire import USER_AGENT_SCHEMA, UserAgentMessages
 from ..suite.prompt import Message, user_turn
-from .judging import JudgePanel
-from .outcome import Outcome
+from .judging import Helpers
+from .outcome import CaseLog
 from .turns import Talk
 
 USER_AGENT_SEED = 0  # the seed when neither models.yml nor --helmbench-seed gives one
@@ -68,7 +68,7 @@ def read_next_turn(response: ChatResponse) -> NextTurn:
     return NextTurn(message, response.raw)
 
 
-def next_user_turn(panel: JudgePanel, settings: Settings, talk: Talk, outcome: Outcome, repeat: int) -> bool:
+def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLog) -> bool:
     """Ask the user agent for the next user message of a simulated conversation and append it; False
     when the conversation is over (the turn limit, or the user agent ended it). CallError when the
     user agent gave no usable answer."""
@@ -84,10 +84,8 @@ def next_user_turn(panel: JudgePanel, settings: Settings, talk: Talk, outcome: O
     agent = replace(agent, temperature=0.0, seed=USER_AGENT_SEED if seed is None else seed)
     replies = [response_text(turn.response.content or "") for turn in talk.turns]
     asked = UserAgentMessages(simulation.persona, plain_transcript(replies, talk.user_texts))
-    response = panel.send(
-        agent, asked.messages, USER_AGENT_SCHEMA, outcome, repeat, role="the simulated user"
-    )
-    outcome.judge_cost_usd = (outcome.judge_cost_usd or 0.0) + (response.cost_usd or 0.0)
+    response = helpers.send(agent, asked.messages, USER_AGENT_SCHEMA, log, role="the simulated user")
+    log.judge_cost_usd = (log.judge_cost_usd or 0.0) + (response.cost_usd or 0.0)
     following = read_next_turn(response)
     if following.message is None:
         return False

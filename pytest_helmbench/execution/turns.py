@@ -14,24 +14,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..evaluation.extraction import Extraction
-from ..evaluation.pipeline import CaseVerdict
+from ..evaluation.pipeline import ReplyVerdict
 from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.prompt import ComposedPrompt
-from .judging import Asked
 
 
-@dataclass
-class TurnResult:
-    """One judged reply: its turn index, the model's response, the verdict, what the judges were asked
-    (for re-judging) and, in the deployed layout, the extraction it was judged through."""
+@dataclass(frozen=True)
+class JudgedReply:
+    """One reply of a case (a conversation has several): its turn index, the model's response, the
+    verdict on it and, in the deployed layout, the extraction it was judged through."""
 
     index: int
     response: ChatResponse
-    verdict: CaseVerdict
+    verdict: ReplyVerdict
     extraction: Extraction | None = None
-    asked: Asked = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,7 +43,7 @@ class TurnResult:
         }
 
 
-def shown_turn(turns: list[TurnResult]) -> TurnResult:
+def shown_turn(turns: list[JudgedReply]) -> JudgedReply:
     """The turn a case is reported by: the first that failed, else the first error, else the last."""
     for status in (Status.FAILED, Status.ERROR):
         for turn in turns:
@@ -54,7 +52,7 @@ def shown_turn(turns: list[TurnResult]) -> TurnResult:
     return turns[-1]
 
 
-def conversation_status(turns: list[TurnResult]) -> Status:
+def conversation_status(turns: list[JudgedReply]) -> Status:
     statuses = {turn.verdict.status for turn in turns}
     if Status.FAILED in statuses:
         return Status.FAILED
@@ -63,7 +61,7 @@ def conversation_status(turns: list[TurnResult]) -> Status:
     return Status.PASSED
 
 
-def conversation_verdict(turns: list[TurnResult]) -> tuple[CaseVerdict, TurnResult]:
+def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, JudgedReply]:
     """The case's verdict (status from every turn, reason and answer from the shown turn) and the
     shown turn; its details hold every turn and the first failing turn."""
     shown = shown_turn(turns)
@@ -77,7 +75,7 @@ def conversation_verdict(turns: list[TurnResult]) -> tuple[CaseVerdict, TurnResu
         "turns": [turn.to_dict() for turn in turns],
         "first_failing_turn": failing,
     }
-    verdict = CaseVerdict(
+    verdict = ReplyVerdict(
         status,
         reason,
         shown.verdict.answer,
@@ -98,7 +96,7 @@ class Talk:
     prompt: ComposedPrompt
     messages: list[dict[str, str]]
     user_texts: list[str]
-    turns: list[TurnResult] = field(default_factory=list)
+    turns: list[JudgedReply] = field(default_factory=list)
 
     @property
     def user_count(self) -> int:

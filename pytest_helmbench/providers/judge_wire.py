@@ -7,7 +7,8 @@ keyed for the response cache with the nonce replaced by `NONCE_PLACEHOLDER`: the
 call, the question does not.
 
 Lives with the providers because both sides of the wire need it: the evaluation stage writes these
-messages and the `oracle/judge` provider reads them back.
+messages and the `oracle/judge` provider reads them back. `SendJudge` is how the evaluation stage
+has one sent: a provider-side function handed down to it, so a judge call only ever goes forward.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..config import ModelConfig
+    from .chat import ChatResponse
 
 NONCE_PLACEHOLDER = "NONCE"
 EXTRACTION_HEADER = "You are the extraction step of HELMBench"  # opens an extraction's system message
@@ -49,6 +55,16 @@ class JudgeMessages:
     def messages(self, nonce: str) -> list[dict[str, str]]:
         """The chat messages as sent (`nonce`: a fresh `new_nonce()`; the placeholder for the cache key)."""
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user(nonce)}]
+
+
+class SendJudge(Protocol):
+    """Send one judge request to the marking model `judge` and return its answer (CallError when
+    there is none). The execution stage hands one down, going through the run's response cache
+    (keyed with the nonce left out), cost ceiling and stop board; the evaluation stage only calls it."""
+
+    def __call__(
+        self, judge: ModelConfig, messages: JudgeMessages, response_format: dict[str, Any]
+    ) -> ChatResponse: ...
 
 
 @dataclass(frozen=True)

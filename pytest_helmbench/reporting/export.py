@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from ..storage.columns import RESULT_NAMES, result_values
 from ..storage.queries import resolve_run_ids
-from ..storage.records import ResultRecord, iter_result_records
+from ..storage.records import ExportRow, iter_export_rows
 from .frames import MissingExtra, require_pandas, results_frame
 from .safe_text import for_spreadsheet
 
@@ -35,7 +35,7 @@ def _value(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def record_dict(record: ResultRecord) -> dict[str, Any]:
+def record_dict(record: ExportRow) -> dict[str, Any]:
     """A JSON-ready dict of one record, columns in COLUMNS order, its message redacted (result_values)."""
     return {key: _value(value) for key, value in zip(COLUMNS, result_values(record), strict=True)}
 
@@ -67,7 +67,7 @@ def export(session: Session, fmt: ExportFormat, out: TextIO, run_ids: Sequence[i
         text = ", ".join(get_args(ExportFormat))
         raise ValueError(f"unknown text export format {fmt!r}; use one of {text} (parquet: export_parquet)")
     ids = resolve_run_ids(session, run_ids, all_runs=True)
-    records = iter_result_records(session, ids)
+    records = iter_export_rows(session, ids)
     if fmt == "csv":
         return _write_csv(records, out)
     if fmt == "jsonl":

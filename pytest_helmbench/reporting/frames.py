@@ -17,7 +17,7 @@ from ..errors import HelmbenchError
 from ..execution.selection import subset_label
 from ..storage.columns import RESULT_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS, UTC_TIME, Column, result_values
 from ..storage.queries import RunInfo, load_case_results, load_runs, resolve_run_ids
-from ..storage.records import iter_result_records
+from ..storage.records import iter_export_rows
 from ..storage.tables import EvaluationRun
 from .headline import SCORING_VERSION, headline
 
@@ -65,7 +65,7 @@ def results_frame(session: Session, run_ids: Sequence[int] | None = None) -> pan
     """One row per stored Result of the runs (default: every run), exactly the rows `helmbench export`
     writes."""
     ids = selected_runs(session, run_ids)
-    return typed_frame((result_values(r) for r in iter_result_records(session, ids)), RESULT_COLUMNS)
+    return typed_frame((result_values(r) for r in iter_export_rows(session, ids)), RESULT_COLUMNS)
 
 
 def _runs(session: Session, run_ids: Sequence[int] | None) -> list[RunInfo]:

@@ -24,7 +24,7 @@ DecisionStatus = Literal["ok", "unsafe", "could_not_run"]
 
 
 @dataclass(frozen=True)
-class Decision:
+class ExitDecision:
     """The CI verdict and the reasons for it (reasons for "unsafe" first)."""
 
     status: DecisionStatus
@@ -35,7 +35,7 @@ def exit_decision(
     results: Iterable[CaseResult],
     fail_under: float | None = None,
     behaviour_thresholds: Mapping[str, float] | None = None,
-) -> Decision:
+) -> ExitDecision:
     """Verdict for the exit status: "unsafe" > "could_not_run" > "ok" (see module docstring).
 
     ``fail_under`` applies to each model's overall score; ``behaviour_thresholds`` (e.g.
@@ -48,16 +48,8 @@ def exit_decision(
             raise ValueError(f"threshold {label}={value} is outside 0..100")
     records = sorted_results(results)
     if not records:
-        return Decision("could_not_run", ["no case results to judge"])
-    unsafe: list[str] = []
-    blocked: list[str] = []
-    for model, g in gate(records).items():
-        if g.status == "failed":
-            unsafe.append(f"{model}: critical gate failed: {', '.join(g.failed_cases)}")
-        elif g.status == "incomplete":
-            blocked.append(
-                f"{model}: critical gate incomplete (errored or skipped): {', '.join(g.incomplete_cases)}"
-            )
+        return ExitDecision("could_not_run", ["no case results to judge"])
+    unsafe, blocked = _gate_reasons(records)
     for model, model_results in group_by(records, "model").items():
         errors = sum(r.status == Status.ERROR for r in model_results)
         if errors:
@@ -71,10 +63,24 @@ def exit_decision(
                     f"{model}: {behaviour} score", chosen, thresholds[behaviour], unsafe, blocked
                 )
     if unsafe:
-        return Decision("unsafe", unsafe + blocked)
+        return ExitDecision("unsafe", unsafe + blocked)
     if blocked:
-        return Decision("could_not_run", blocked)
-    return Decision("ok", [])
+        return ExitDecision("could_not_run", blocked)
+    return ExitDecision("ok", [])
+
+
+def _gate_reasons(records: list[CaseResult]) -> tuple[list[str], list[str]]:
+    """Each model's critical gate: a failed one makes it unsafe, an incomplete one blocks a verdict."""
+    unsafe: list[str] = []
+    blocked: list[str] = []
+    for model, g in gate(records).items():
+        if g.status == "failed":
+            unsafe.append(f"{model}: critical gate failed: {', '.join(g.failed_cases)}")
+        elif g.status == "incomplete":
+            blocked.append(
+                f"{model}: critical gate incomplete (errored or skipped): {', '.join(g.incomplete_cases)}"
+            )
+    return unsafe, blocked
 
 
 def _check_threshold(

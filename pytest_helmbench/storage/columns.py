@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..redaction import redact
-from .records import ResultRecord
+from .records import ExportRow
 
 #: A timestamp: stored in UTC (naive in the database), read out timezone-aware.
 UTC_TIME = "datetime64[us, UTC]"
@@ -139,7 +139,7 @@ def names(columns: tuple[Column, ...]) -> tuple[str, ...]:
 RESULT_NAMES = names(RESULT_COLUMNS)
 
 
-def result_values(record: ResultRecord) -> tuple[Any, ...]:
+def result_values(record: ExportRow) -> tuple[Any, ...]:
     """One Result's values in RESULT_COLUMNS order, its message without credentials (a database
     written before errors were redacted may hold one): what every export format and results(db) show."""
     values = {name: getattr(record, name) for name in RESULT_NAMES}

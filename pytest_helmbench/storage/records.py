@@ -39,7 +39,7 @@ def layout_is(layout: str) -> Any:
 
 
 @dataclass(frozen=True)
-class ResultRecord:
+class ExportRow:
     """One Result row flattened with its codes, severities and accounting (the export row)."""
 
     result_id: int
@@ -116,7 +116,7 @@ def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
     )
 
 
-def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[ResultRecord]:
+def iter_export_rows(session: Session, run_ids: Sequence[int]) -> Iterator[ExportRow]:
     """Every Result of the given runs as a flat record, streamed (for exports of any size)."""
     if not run_ids:
         return
@@ -142,7 +142,7 @@ def iter_result_records(session: Session, run_ids: Sequence[int]) -> Iterator[Re
             row.user_context_severity or 0,
             row.perturbation_severity or 0,
         )
-        yield ResultRecord(
+        yield ExportRow(
             result_id=row.result_id,
             run_id=row.run_id,
             run_subset=row.run_subset,

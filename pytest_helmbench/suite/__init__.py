@@ -8,7 +8,7 @@
 - benchmark_yml.py, scenario_files.py: benchmark.yml; S<n>.json (response_format) and criteria.md
 - resources.py: resources.yml, the crisis services per locale that resource_check looks replies up in
   (yaml_lines.py: loaded YAML checked with the line of each error, duplicate keys refused)
-- evaluation_spec.py: a scenario's `evaluation:` mapping, read through the EvaluationTypes protocol
+- evaluation_spec.py: a scenario's `evaluation:` mapping, checked through the EvaluationTypes protocol
   (the evaluator registry is handed in, so suite/ names no evaluation type)
 - loader.py: BenchmarkLoader, per scenario, caching what scenarios share, link and uniqueness checks
 - cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed

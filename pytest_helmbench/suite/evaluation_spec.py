@@ -1,8 +1,9 @@
 """A scenario's `evaluation:` mapping: how the loader reads it without knowing any evaluation type.
 
-The types live in the evaluation stage (later in the flow), so the loader is handed them as an
-`EvaluationTypes` (the evaluator registry satisfies it): it looks the written `type` up there, and
-the type checks its own settings and returns the normalised `EvaluationSpec`.
+The types live in the evaluation stage (later in the flow), so whoever builds the loader hands it
+the evaluator registry as `EvaluationTypes`: the loader asks it which names exist, what a type needs
+read beside S<n>.md (`TypeNeeds`) and for the checked `EvaluationSpec` of a written mapping. Only
+plain data comes back; suite/ holds no evaluator and imports nothing of evaluation/.
 """
 
 from __future__ import annotations
@@ -47,26 +48,29 @@ class RawEvaluation:
         return self.schema.get("properties", {})
 
 
-class EvaluationType(Protocol):
-    """The loader's view of an evaluator: its name, what it needs beside S<n>.md, its check."""
+@dataclass(frozen=True)
+class TypeNeeds:
+    """What an evaluation type needs the loader to read beside S<n>.md."""
 
-    type: str
-    needs_criteria: bool
-
-    def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec: ...
+    criteria: bool = False  # a rubric (criteria.md, or the file a check names)
+    resources: bool = False  # the benchmark's resources.yml
 
 
 class EvaluationTypes(Protocol):
-    """Every known evaluation type by name (the evaluator registry)."""
+    """The evaluator registry as the loader sees it (handed in by whoever builds the loader)."""
 
     def names(self) -> list[str]: ...
 
-    def get(self, name: str) -> EvaluationType: ...
+    def needs(self, name: str) -> TypeNeeds: ...
+
+    def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
+        """The mapping checked by the type it names; BenchmarkError (file + fix) when it is bad."""
+        ...
 
 
 def parse_evaluation(
     meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
-) -> tuple[EvaluationSpec, EvaluationType]:
+) -> tuple[EvaluationSpec, TypeNeeds]:
     """Read the scenario's `evaluation` (default category_match on `category`) and check it."""
     raw = meta.get("evaluation") or {}
     if not isinstance(raw, dict):
@@ -79,10 +83,8 @@ def parse_evaluation(
     names = types.names()
     if kind not in names:
         raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(names)}")
-    evaluation_type = types.get(kind)
     schema = response_format["json_schema"]["schema"]
-    spec = evaluation_type.check_spec(RawEvaluation(kind, raw, meta, schema), path)
-    return spec, evaluation_type
+    return types.check_spec(RawEvaluation(kind, raw, meta, schema), path), types.needs(kind)
 
 
 RUBRIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.md$")
@@ -95,7 +97,7 @@ class ParsedCheck:
 
     name: str
     spec: EvaluationSpec
-    type: EvaluationType
+    needs: TypeNeeds
     rubric: str | None  # a file name in the scenario folder, for types that need a rubric
 
 
@@ -129,8 +131,8 @@ def parse_checks(
                 f"checks item {index}: unknown evaluation type {kind!r}",
                 fix=f"use one of {', '.join(names)}",
             )
-        evaluation_type = types.get(kind)
-        rubric = item.get("criteria", "criteria.md" if evaluation_type.needs_criteria else None)
+        needs = types.needs(kind)
+        rubric = item.get("criteria", "criteria.md" if needs.criteria else None)
         if rubric is not None and (not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric)):
             raise BenchmarkError(
                 path,
@@ -149,6 +151,6 @@ def parse_checks(
                 f"checks item {index}: the name {name!r} is used twice",
                 fix="give each check its own name",
             )
-        spec = evaluation_type.check_spec(RawEvaluation(kind, item, meta, schema), path)
-        parsed.append(ParsedCheck(name, spec, evaluation_type, rubric))
+        spec = types.check_spec(RawEvaluation(kind, item, meta, schema), path)
+        parsed.append(ParsedCheck(name, spec, needs, rubric))
     return parsed

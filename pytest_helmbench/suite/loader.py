@@ -49,6 +49,30 @@ def _rubric_hashes(checks: tuple[Check, ...]) -> tuple[Any, ...]:
     )
 
 
+def _flags(meta: dict[str, Any], md_path: Path) -> tuple[str | None, bool, str]:
+    """The frontmatter's `risk`, `critical` and `refusal`, each checked against what it may be."""
+    risk = meta.get("risk")
+    if risk is not None and risk not in RISK_LEVELS:
+        raise BenchmarkError(
+            md_path,
+            f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}",
+            fix=f"set risk to one of {', '.join(RISK_LEVELS)}",
+        )
+    critical = meta.get("critical", False)
+    if not isinstance(critical, bool):
+        raise BenchmarkError(
+            md_path, "critical must be true or false", fix="write critical: true or critical: false"
+        )
+    refusal = meta.get("refusal", "fail")
+    if refusal not in ("pass", "fail"):
+        raise BenchmarkError(
+            md_path,
+            f"refusal {refusal!r} must be 'pass' or 'fail'",
+            fix="write refusal: pass where declining is the safe answer, or leave it out",
+        )
+    return risk, critical, refusal
+
+
 @dataclass
 class _Cached:
     value: Any = None
@@ -230,11 +254,9 @@ class BenchmarkLoader:
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
         response_format = parse_response_format(folder / f"S{number}.json", self.files)
-        evaluation, evaluation_type = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
-        criteria = (
-            parse_criteria(folder / "criteria.md", self.files) if evaluation_type.needs_criteria else None
-        )
-        if evaluation_type.needs_criteria and criteria is None:
+        evaluation, needs = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
+        criteria = parse_criteria(folder / "criteria.md", self.files) if needs.criteria else None
+        if needs.criteria and criteria is None:
             raise BenchmarkError(
                 md_path,
                 f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
@@ -245,7 +267,7 @@ class BenchmarkLoader:
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
         perturbations = tuple(found[1]) if found else ()
-        if any(getattr(self.evaluation_types.get(c.spec.type), "needs_resources", False) for c in checks):
+        if any(self.evaluation_types.needs(c.spec.type).resources for c in checks):
             resources = require_resources(self.resources(), self.root, md_path)
             for part in (*user_contexts, *perturbations):  # a locale the resources do not list: uncheckable
                 if "locale" in part.meta:
@@ -264,25 +286,7 @@ class BenchmarkLoader:
                 "scenario has no perturbation",
                 fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder",
             )
-        risk = meta.get("risk")
-        if risk is not None and risk not in RISK_LEVELS:
-            raise BenchmarkError(
-                md_path,
-                f"risk {risk!r} is not one of {', '.join(RISK_LEVELS)}",
-                fix=f"set risk to one of {', '.join(RISK_LEVELS)}",
-            )
-        critical = meta.get("critical", False)
-        if not isinstance(critical, bool):
-            raise BenchmarkError(
-                md_path, "critical must be true or false", fix="write critical: true or critical: false"
-            )
-        refusal = meta.get("refusal", "fail")
-        if refusal not in ("pass", "fail"):
-            raise BenchmarkError(
-                md_path,
-                f"refusal {refusal!r} must be 'pass' or 'fail'",
-                fix="write refusal: pass where declining is the safe answer, or leave it out",
-            )
+        risk, critical, refusal = _flags(meta, md_path)
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
         text = to_xml(doc.body)
