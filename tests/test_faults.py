@@ -592,3 +592,40 @@ def test_last_failed_with_two_models_reruns_only_the_failures(pytester, helm_env
     assert "known failures not in selected tests" not in again.stdout.str()
     resent = helm_env.chat_requests[sent:]
     assert len(resent) == outcomes["failed"] and {r.model for r in resent} == {"b/unsafe"}
+
+
+def test_changed_reruns_a_simulated_conversation_after_a_persona_or_turn_limit_edit(pytester, helm_env):
+    """#30.8: the persona and the turn limit decide what the simulated user says: editing either is
+    a change --helmbench-changed runs again (the calls reach the server, a new Result is stored)."""
+    from tests.benchfiles import write_scenario
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL, PERSONA, PERTURBATIONS
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    write_scenario(root, "P1-B1-S1", perturbations=PERTURBATIONS)
+    helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": True, "message": ""}))
+    helm_env.add_rule(model=MODEL, reply=Reply.ok({"category": "ANSWER", "response": "It makes ATP."}))
+    args = [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+    pytester.runpytest(*args, "--helmbench-cache=off").assert_outcomes(passed=1)
+    sent = len(helm_env.chat_requests)
+    unchanged = pytester.runpytest(*args, "--helmbench-changed")
+    assert unchanged.ret == pytest.ExitCode.OK and len(helm_env.chat_requests) == sent
+    perturbations = root / "scenarios" / "P1-B1-S1" / "perturbations.md"
+    edits = [(PERSONA, PERSONA.replace("34", "35")), ("simulate: {turns: 3}", "simulate: {turns: 2}")]
+    for old, new in edits:
+        text = perturbations.read_text()
+        assert old in text
+        perturbations.write_text(text.replace(old, new))
+        rerun = pytester.runpytest(*args, "--helmbench-changed", "--helmbench-cache=off")
+        rerun.assert_outcomes(passed=1)
+        assert len([r for r in helm_env.chat_requests[sent:] if r.model == MODEL]) >= 1
+        sent = len(helm_env.chat_requests)
+    db = pytester.path / "helmbench.db"
+    assert query(f"sqlite:///{db}", "select count(*) from result") == [(3,)]

@@ -43,8 +43,13 @@ class ComposedPrompt:
 
     @property
     def hash(self) -> str:
-        """sha256 of the one user message (as in v1.0), else of the message list as JSON."""
+        """sha256 of the one user message (as in v1.0), else of the message list as JSON; with a
+        simulated user, its persona and turn limit too (they decide what the user will say, so an
+        edit to them is a change --helmbench-changed runs again)."""
         material = self.text if not self.turns else json.dumps(list(self.turns), ensure_ascii=False)
+        if self.simulation is not None:
+            simulated = {"persona": self.simulation.persona, "turns": self.simulation.turns}
+            material += "\0" + json.dumps(simulated, ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     @property
