@@ -366,7 +366,9 @@ def test_retrying_errors_keeps_the_two_layouts_of_a_case_apart(pytester, bench, 
 
 def test_a_bad_layout_is_one_usage_error_and_nothing_is_sent(pytester, bench, helm_env):
     result = run(pytester, "--helmbench-layout=seed,chat")
-    result.stdout.fnmatch_lines(["*--helmbench-layout: 'seed,chat' must be seed, deployed or seed,deployed*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    message = "--helmbench-layout: 'seed,chat' must be seed, deployed or seed,deployed"
+    assert (result.stdout.str() + result.stderr.str()).count(message) == 1
     assert helm_env.chat_requests == []
 
 
