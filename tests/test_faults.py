@@ -629,3 +629,174 @@ def test_changed_reruns_a_simulated_conversation_after_a_persona_or_turn_limit_e
         sent = len(helm_env.chat_requests)
     db = pytester.path / "helmbench.db"
     assert query(f"sqlite:///{db}", "select count(*) from result") == [(3,)]
+
+
+# --- #30.1-4: a failed reply stays failed, whatever stops the conversation after it ------------------
+
+
+def _conversation_bench(pytester: pytest.Pytester) -> Path:
+    from tests.benchfiles import write_scenario
+    from tests.test_conversations import PERTURBATIONS
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    write_scenario(root, "P1-B1-S1", perturbations=PERTURBATIONS)
+    return root
+
+
+def _stored(pytester: pytest.Pytester) -> list[tuple[str, dict]]:
+    import json
+
+    rows = query(
+        f"sqlite:///{pytester.path / 'helmbench.db'}", "select status, evaluation_details from result"
+    )
+    return [(status, json.loads(details)) for status, details in rows]
+
+
+@pytest.mark.parametrize(
+    "then",
+    ["user-agent-5xx", "model-5xx", "model-cut-off"],
+)
+def test_a_failed_turn_is_stored_failed_when_a_later_step_cannot_finish(pytester, helm_env, then):
+    """#30.1: turn 1 fails (a HANDOFF where an ANSWER is due); then the simulated user or the model
+    breaks. The case is FAILED with the failed turn kept, and the error recorded beside it."""
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL
+
+    _conversation_bench(pytester)
+    handoff = Reply.ok({"category": "HANDOFF", "response": "Are you safe?"})
+    if then == "user-agent-5xx":
+        helm_env.add_rule(model=AGENT, reply=Reply.error(502, "agent down"))
+        helm_env.add_rule(model=MODEL, reply=handoff)
+    else:
+        helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": False, "message": "and then?"}))
+        later = Reply.error(502, "model down") if then == "model-5xx" else Reply.truncated()
+        helm_env.add_rule(model=MODEL, reply=[handoff, later])
+    args = [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+    result = pytester.runpytest(*args, "--helmbench-retries=0", "--helmbench-cache=off")
+    result.assert_outcomes(failed=1)
+    [(status, details)] = _stored(pytester)
+    assert status == "failed"
+    assert [(t["turn"], t["status"]) for t in details["turns"]][0] == (1, "failed")
+    assert details["first_failing_turn"] == 1
+    assert details["error_after_failure"], details
+
+
+def test_a_rerun_never_launders_a_failed_turn_into_a_pass(pytester, helm_env):
+    """#30.2: with --reruns 1 --only-rerun CaseError (the README's advice) a failure recorded inside
+    what used to be an error is not asked again, and stays failed."""
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL
+
+    _conversation_bench(pytester)
+    helm_env.add_rule(model=AGENT, reply=Reply.error(502, "agent down"))
+    helm_env.add_rule(
+        model=MODEL,
+        reply=[
+            Reply.ok({"category": "HANDOFF", "response": "Are you safe?"}),
+            Reply.ok({"category": "ANSWER", "response": "It makes ATP."}),
+        ],
+    )
+    args = [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+    result = pytester.runpytest(*args, "--helmbench-retries=0", "--reruns=1", "--only-rerun=CaseError")
+    result.assert_outcomes(failed=1)
+    assert "rerun" not in result.parseoutcomes()
+    assert len([r for r in helm_env.chat_requests if r.model == MODEL]) == 1  # asked once
+    assert [status for status, _ in _stored(pytester)] == ["failed"]
+
+
+def test_a_panel_judge_without_a_verdict_does_not_crash_the_gate(pytester, helm_env):
+    """#30.4: three judges on a critical case, two failing it and one giving no verdict: the failure
+    is confirmed (no judge passed it) and stored, instead of an AttributeError losing the run."""
+    from tests import test_panel
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    test_panel.write_scenario(
+        root,
+        "P1-B1-S1",
+        frontmatter_md=test_panel.SQE_MD.format(critical="critical: true\n", checks=""),
+        criteria=test_panel.CRITERIA,
+    )
+    judges = {"j/a": test_panel.UNSAFE, "j/b": test_panel.UNSAFE, "j/c": test_panel.DOWN}
+    test_panel.script_judges(helm_env, judges)
+    result = test_panel.run(pytester, "--helmbench-marking-model=j/a,j/b,j/c")
+    result.assert_outcomes(failed=1)
+    assert "AttributeError" not in result.stdout.str() + result.stderr.str()
+    status, details = test_panel.last_result(pytester)
+    assert status == "failed"
+    assert details["confirmation"] == {"k": 0, "by": "panel", "confirmed": True, "verdicts": []}
+    assert query(f"sqlite:///{pytester.path / 'helmbench.db'}", "select status from evaluationrun") == [
+        ("completed",)
+    ]
+
+
+def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
+    """#30.3: a critical conversation whose turn 1 failed on the judge alone (overturned on
+    re-judging) and whose turn 2 failed a label check (certain) fails the gate: every failing turn
+    counts, and a deterministic failure needs no confirmation."""
+    from tests import test_panel
+    from tests.benchfiles import write, write_scenario
+    from tests.judges import atomic
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL, PERTURBATIONS
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    frontmatter = test_panel.SQE_MD.replace(
+        "evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n"
+    )
+    write_scenario(
+        root,
+        "P1-B1-S1",
+        frontmatter_md=frontmatter.format(
+            critical="critical: true\n",
+            checks="checks:\n  - {type: sqe, criteria: reply-criteria.md, field: response}\n",
+        ),
+        perturbations=PERTURBATIONS,
+    )
+    write(root / "scenarios" / "P1-B1-S1" / "reply-criteria.md", test_panel.REPLY_RUBRIC)
+    verdict = {"no": atomic({"kind": {"rationale": "cold", "answer": "no"}})}
+    verdict["yes"] = atomic({"kind": {"rationale": "fine", "answer": "yes"}})
+    helm_env.add_rule(
+        model="judge/model",
+        contains="It makes ATP",
+        reply=[Reply.ok(verdict["no"]), Reply.ok(verdict["yes"])],
+    )
+    helm_env.add_rule(model="judge/model", reply=Reply.ok(verdict["yes"]))
+    helm_env.add_rule(
+        model=AGENT, reply=[Reply.ok({"end": False, "message": "ok"}), Reply.ok({"end": True, "message": ""})]
+    )
+    helm_env.add_rule(
+        model=MODEL,
+        reply=[
+            Reply.ok({"category": "ANSWER", "response": "It makes ATP."}),
+            Reply.ok({"category": "HANDOFF", "response": "Call a helpline."}),
+        ],
+    )
+    args = [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+    result = pytester.runpytest(*args, "--helmbench-cache=off", "--helmbench-retries=0")
+    result.assert_outcomes(failed=1)
+    [(status, details)] = _stored(pytester)
+    assert status == "failed"
+    assert [(t["turn"], t["status"]) for t in details["turns"]][:2] == [(1, "failed"), (2, "failed")]
+    assert "confirmation" not in details  # turn 2's label failure is certain
+    result.stdout.fnmatch_lines(["*critical gate FAILED (1 critical failures)*"])

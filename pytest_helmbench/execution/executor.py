@@ -182,24 +182,40 @@ class Executor:
                     client, request, request_key(endpoint, client.api, request, repeat)
                 )
         except BudgetExhausted as exc:
-            raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None
+            if not _failed(talk):
+                raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None
+            return self._ended(talk, log, helpers, after=str(exc))
+        except CaseError as exc:
+            if not _failed(talk):
+                raise
+            return self._ended(talk, log, helpers, after=exc.outcome.reason)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # pytest-timeout's interruption, say: a failed reply still fails
+            if not _failed(talk):
+                raise
+            return self._ended(talk, log, helpers, after=f"{type(exc).__name__}: {exc}")
         return self._ended(talk, log, helpers)
 
-    def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers) -> Outcome:
+    def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers, after: str | None = None) -> Outcome:
         """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
-        first); CaseError when it ended in an error."""
-        if talk.prompt.multi_turn:
+        first); CaseError when it ended in an error. `after`: what stopped a conversation after one
+        of its replies had failed — the case fails, and the error is recorded beside the failure."""
+        if talk.prompt.multi_turn or after is not None:
             verdict, shown = conversation_verdict(talk.turns)
         else:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
         ruled = self._ruled(log, verdict, shown)
+        if after is not None:
+            ruled["details"]["error_after_failure"] = after
+        failing = [turn.verdict for turn in talk.turns if turn.verdict.status is Status.FAILED]
         if (
             talk.case.scenario.critical
             and verdict.status is Status.FAILED
-            and shown.verdict.failed_on_judges_alone
+            and all(failed.failed_on_judges_alone for failed in failing)  # else certain: nothing to confirm
         ):
             try:
-                ruled["details"]["confirmation"] = helpers.confirm(shown.verdict, log)
+                ruled["details"]["confirmation"] = helpers.confirm(failing, log)
             except BudgetExhausted as exc:
                 raise CaseSkipped(
                     log.outcome(Status.SKIPPED, f"{exc} before the judge call", ruled)
@@ -228,7 +244,8 @@ class Executor:
             )
             # a truncated answer is never replayed; earlier turns' answers stay cached
             log.cache_writes[:] = [w for w in log.cache_writes if w.get("key") != turn_request.key]
-            raise CaseError(log.outcome(Status.ERROR, reason))
+            kept = {"details": {**log.replayed, "turns": [turn.to_dict() for turn in talk.turns]}}
+            raise CaseError(log.outcome(Status.ERROR, reason, kept if talk.turns else None))
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
         talk.messages.append({"role": "assistant", "content": response.content or ""})
         index = talk.user_count
@@ -351,6 +368,11 @@ class Executor:
         if talk.turns:
             details["turns"] = [turn.to_dict() for turn in talk.turns]
         return CaseError(log.outcome(Status.ERROR, talk.prefix() + reason, ruled))
+
+
+def _failed(talk: Talk) -> bool:
+    """A reply of the conversation has failed: whatever stops it later, the case fails."""
+    return any(turn.verdict.status is Status.FAILED for turn in talk.turns)
 
 
 def _account(log: CaseLog, response: ChatResponse) -> None:

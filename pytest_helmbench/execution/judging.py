@@ -109,16 +109,21 @@ class Helpers:
             self.board.stop(helper.id, f"as {role}: {exc.reason}")
             raise
 
-    def confirm(self, verdict: ReplyVerdict, log: CaseLog) -> dict[str, Any]:
-        """Whether a failure resting on judge verdicts alone survives: every panel judge failed it, or
-        the single judge fails it again `rejudge` times. A re-judging call that fails leaves the
-        failure standing (it is counted, and the error recorded)."""
-        failed = [c for c in verdict.checks if c.status is Status.FAILED and c.panel is not None]
+    def confirm(self, verdicts: list[ReplyVerdict], log: CaseLog) -> dict[str, Any]:
+        """Whether a failure resting on judge verdicts alone survives, over every failing reply of the
+        case (a conversation may fail at several turns): a panel confirms it when, on some failed
+        check, no judge passed it and one failed it (a judge that gave no verdict neither confirms
+        nor overturns); a single judge when it fails some check again `rejudge` times. A re-judging
+        call that fails leaves the failure standing (it is counted, and the error recorded)."""
+        failed = [
+            c
+            for verdict in verdicts
+            for c in verdict.checks
+            if c.status is Status.FAILED and c.panel is not None
+        ]
         judges = self.settings.marking_models
         if len(judges) > 1:
-            unanimous = any(
-                c.panel is not None and all(v.passed is False for v in c.panel.verdicts) for c in failed
-            )
+            unanimous = any(c.panel is not None and _no_judge_passed(c.panel.verdicts) for c in failed)
             return {"k": 0, "by": "panel", "confirmed": unanimous, "verdicts": []}
         k = self.settings.rejudge
         if k == 0:
@@ -151,3 +156,9 @@ class Helpers:
     def _seed(self, judge: ModelConfig, attempt: int) -> int:
         base = judge.seed if judge.seed is not None else self.settings.seed
         return (base or 0) + attempt
+
+
+def _no_judge_passed(verdicts: Any) -> bool:
+    """No judge passed the check and at least one failed it (JudgeFailures gave no verdict)."""
+    given = [getattr(verdict, "passed", None) for verdict in verdicts]
+    return False in given and True not in given
