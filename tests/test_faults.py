@@ -800,3 +800,56 @@ def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
     assert [(t["turn"], t["status"]) for t in details["turns"]][:2] == [(1, "failed"), (2, "failed")]
     assert "confirmation" not in details  # turn 2's label failure is certain
     result.stdout.fnmatch_lines(["*critical gate FAILED (1 critical failures)*"])
+
+
+@pytest.mark.parametrize("layout", ["seed", "deployed"])
+def test_every_helper_call_of_a_conversation_is_counted_in_its_cost(pytester, helm_env, layout):
+    """#30.9: the judge calls of every turn, the simulated user's turns and (deployed) the
+    extractions all count; none is overwritten by the last turn's."""
+    from tests import test_panel
+    from tests.benchfiles import write, write_scenario
+    from tests.judges import atomic
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL, PERTURBATIONS
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    frontmatter = test_panel.SQE_MD.replace(
+        "evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n"
+    )
+    write_scenario(
+        root,
+        "P1-B1-S1",
+        frontmatter_md=frontmatter.format(
+            critical="", checks="checks:\n  - {type: sqe, criteria: reply-criteria.md, field: response}\n"
+        ),
+        perturbations=PERTURBATIONS,
+    )
+    write(root / "scenarios" / "P1-B1-S1" / "reply-criteria.md", test_panel.REPLY_RUBRIC)
+    kind = Reply.ok(atomic({"kind": {"rationale": "fine", "answer": "yes"}}), cost=0.001)
+    extracted = Reply.ok({"category": "ANSWER", "response": "It makes ATP."}, cost=0.001)
+    # per reply: (deployed) its extraction, then the judge on the extracted answer
+    helm_env.add_rule(model="judge/model", reply=[kind] if layout == "seed" else [extracted, kind] * 3)
+    helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": False, "message": "and?"}, cost=0.002))
+    answer = {"category": "ANSWER", "response": "It makes ATP."}
+    helm_env.add_rule(
+        model=MODEL, reply=Reply.ok(answer if layout == "seed" else "It makes ATP.", cost=0.0005)
+    )
+    args = [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+    pytester.runpytest(*args, f"--helmbench-layout={layout}", "--helmbench-cache=off").assert_outcomes(
+        passed=1
+    )
+    judge_calls = [r for r in helm_env.chat_requests if r.model == "judge/model"]
+    agent_calls = [r for r in helm_env.chat_requests if r.model == AGENT]
+    assert len(agent_calls) == 2  # three replies (the turn limit), a user turn between each
+    assert len(judge_calls) == (3 if layout == "seed" else 6)  # one check per reply (+ its extraction)
+    db = f"sqlite:///{pytester.path / 'helmbench.db'}"
+    [(judge_cost, cost)] = query(db, "select judge_cost_usd, cost_usd from result")
+    assert judge_cost == pytest.approx(0.001 * len(judge_calls) + 0.002 * len(agent_calls))
+    assert cost == pytest.approx(0.0005 * 3)

@@ -299,12 +299,8 @@ class Executor:
             "finish_reason": shown.response.finish_reason,
         }
         judged = verdict.judge_verdicts
-        if judged:
-            log.judge_cost_usd = _total([v.cost_usd for v in judged])
-            ruled["judge_prompt_tokens"] = _total([v.prompt_tokens for v in judged])
-            ruled["judge_completion_tokens"] = _total([v.completion_tokens for v in judged])
-            if len(judged) == 1:
-                details["judge"] = judged[0].to_dict()
+        if len(judged) == 1:
+            details["judge"] = judged[0].to_dict()
         if shown.extraction is not None:
             details["extraction"] = shown.extraction.to_dict()
         return ruled
@@ -385,12 +381,6 @@ def _account(log: CaseLog, response: ChatResponse) -> None:
     log.cost_usd = _add(log.cost_usd, response.cost_usd, first)
     log.finish_reason = response.finish_reason
     log.attempts = (log.attempts or 0) + response.attempts
-
-
-def _total(values: list[Any]) -> Any:
-    """The sum of known values (None when none is known)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def _add(total: Any, value: Any, first: bool) -> Any:

@@ -104,10 +104,12 @@ class Helpers:
         else:
             request = replace(request, seed=seed)
         try:
-            return self.call(client, request, key, log, True)
+            response = self.call(client, request, key, log, True)
         except ModelRejected as exc:  # a bad key or credits for the helper: every case that needs it alike
             self.board.stop(helper.id, f"as {role}: {exc.reason}")
             raise
+        log.add_helper_call(response)  # every helper call of the case counts, at every turn
+        return response
 
     def confirm(self, verdicts: list[ReplyVerdict], log: CaseLog) -> dict[str, Any]:
         """Whether a failure resting on judge verdicts alone survives, over every failing reply of the
@@ -143,7 +145,6 @@ class Helpers:
                     errors.append(exc.reason)
                     results.append(None)
                     continue
-                log.judge_cost_usd = (log.judge_cost_usd or 0.0) + (again.cost_usd or 0.0)
                 results.append(not again.passed)
                 if again.passed:
                     survived = False

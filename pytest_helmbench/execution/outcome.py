@@ -171,7 +171,17 @@ class CaseLog:
     completion_tokens: int | None = None
     cost_usd: float | None = None
     attempts: int | None = None
-    judge_cost_usd: float | None = None  # the helpers' calls: judges (re-judging included), simulated user
+    # Every helper call of the case, each counted as it is made (helpers.send): judges at every turn,
+    # re-judging, the deployed layout's extractions and the simulated user's turns.
+    judge_cost_usd: float | None = None
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+
+    def add_helper_call(self, response: Any) -> None:
+        """Count one helper call's cost and tokens (a replayed answer costs 0; unknown stays unknown)."""
+        self.judge_cost_usd = _plus(self.judge_cost_usd, response.cost_usd)
+        self.judge_prompt_tokens = _plus(self.judge_prompt_tokens, response.prompt_tokens)
+        self.judge_completion_tokens = _plus(self.judge_completion_tokens, response.completion_tokens)
 
     def outcome(self, status: Status, reason: str, ruled: Mapping[str, Any] | None = None) -> Outcome:
         """The case's Outcome: `start`, what the calls did, and `ruled` (what the ending decided:
@@ -187,6 +197,11 @@ class CaseLog:
 
 
 _LOGGED = tuple(f.name for f in fields(CaseLog) if f.name not in ("start", "replayed"))
+
+
+def _plus(total: Any, value: Any) -> Any:
+    """A running sum of known values (None until one is known)."""
+    return total if value is None else (total or 0) + value
 
 
 @dataclass(frozen=True)

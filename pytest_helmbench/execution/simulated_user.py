@@ -85,7 +85,6 @@ def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLo
     replies = [response_text(turn.response.content or "") for turn in talk.turns]
     asked = UserAgentMessages(simulation.persona, plain_transcript(replies, talk.user_texts))
     response = helpers.send(agent, asked.messages, USER_AGENT_SCHEMA, log, role="the simulated user")
-    log.judge_cost_usd = (log.judge_cost_usd or 0.0) + (response.cost_usd or 0.0)
     following = read_next_turn(response)
     if following.message is None:
         return False
