@@ -128,6 +128,11 @@ class Settings:
         its own: Ollama, vLLM, llama.cpp, LM Studio) is called without OPENROUTER_API_KEY when it is
         unset (with no Authorization header); a server that wants a key then answers 401, which stops
         the model with that reason, never a silent dry run."""
+        return self.self_hosted(model)
+
+    def self_hosted(self, model: ModelConfig) -> bool:
+        """Called on an OpenAI-compatible server other than OpenRouter: no key needed, and no cost
+        reported with its answers."""
         return (model.api or self.api) == "openai" and not is_openrouter(model.base_url or self.base_url)
 
     def missing_key(self, model: ModelConfig) -> str | None:

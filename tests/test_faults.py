@@ -853,3 +853,47 @@ def test_every_helper_call_of_a_conversation_is_counted_in_its_cost(pytester, he
     [(judge_cost, cost)] = query(db, "select judge_cost_usd, cost_usd from result")
     assert judge_cost == pytest.approx(0.001 * len(judge_calls) + 0.002 * len(agent_calls))
     assert cost == pytest.approx(0.0005 * 3)
+
+
+# --- #30.10: a cost ceiling is never silently off ---------------------------------------------------
+
+
+def test_a_ceiling_over_a_server_that_reports_no_cost_is_refused_before_any_call(pytester, helm_env):
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    result = pytester.runpytest(
+        "benchmark", "-p", "no:randomly", "--helmbench-api=openai",
+        f"--helmbench-base-url={helm_env.openai_base_url}", "--helmbench-max-cost=0.000001",
+    )  # fmt: skip
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "report no cost and have no price, so the ceiling could not count their calls" in out
+    assert helm_env.chat_requests == [] and not (pytester.path / "helmbench.db").exists()
+
+
+@pytest.mark.parametrize("priced", [True, False], ids=["estimated-from-its-price", "no-price-stops-it"])
+def test_answers_without_a_cost_count_against_the_ceiling_or_stop_their_model(pytester, helm_env, priced):
+    """Answers whose cost is missing are priced from their tokens when the model has a price (the
+    ceiling then engages), and otherwise stop their model: 180 calls no longer pass a $0.000001
+    ceiling with the summary saying $0.0000 spent."""
+    from tests.openrouter_server import Reply
+
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    model = "priced/model" if priced else "unpriced/model"
+    helm_env.pricing[model] = ("0.001", "0.002") if priced else helm_env.pricing.get(model, ("0", "0"))
+    if not priced:
+        helm_env.pricing.pop(model, None)
+    helm_env.add_rule(reply=Reply.ok({"category": "ANSWER", "response": "Mitochondria."}, cost="missing"))
+    result = pytester.runpytest(
+        "benchmark", "-p", "no:randomly", f"--helmbench-model={model}", "--helmbench-max-cost=0.000001",
+        "--helmbench-concurrency=1",
+    )  # fmt: skip
+    out = result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) >= 6, out  # the first answer ended it: the other cases were not sent
+    assert len([r for r in helm_env.chat_requests if r.model == model]) == 1
+    if priced:
+        assert re.search(r"cost ceiling \$0\.0000: spent \$0\.\d*[1-9]", out), out
+    else:
+        assert "--helmbench-max-cost cannot be kept for it" in out, out

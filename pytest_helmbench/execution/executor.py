@@ -17,12 +17,21 @@ from typing import Any, Protocol
 
 from ..codes import DEPLOYED
 from ..config import Settings
+from ..errors import HelmbenchError
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError
 from ..evaluation.pipeline import ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
-from ..providers.chat import CacheEntry, CallError, ChatRequest, ChatResponse, ModelRejected, request_key
+from ..providers.chat import (
+    CacheEntry,
+    CallError,
+    ChatRequest,
+    ChatResponse,
+    ModelRejected,
+    Pricing,
+    request_key,
+)
 from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.cases import Case
@@ -35,6 +44,8 @@ from .simulated_user import next_user_turn
 from .turns import JudgedReply, Talk, conversation_verdict
 
 log = logging.getLogger(__name__)
+
+UNPRICED_CEILING = "--helmbench-max-cost cannot be kept for it"
 
 
 class CachedAnswer(Protocol):
@@ -331,7 +342,7 @@ class Executor:
             self.ledger.check()
         response = client.complete(request)
         if self.ledger is not None:
-            self.ledger.add(response.cost_usd)
+            self._charge(request, response)
         if self.cache is not None and self.cache.writable and key is not None:
             log.cache_writes.append(
                 asdict(
@@ -347,6 +358,29 @@ class Executor:
                 )
             )
         return response
+
+    def _charge(self, request: ChatRequest, response: ChatResponse) -> None:
+        """Count an answer against --helmbench-max-cost: its reported cost, else its tokens at the
+        model's price. A call with neither cannot be counted, so the ceiling could not be kept: its
+        model is stopped with that reason (never a ceiling silently off)."""
+        assert self.ledger is not None
+        cost = response.cost_usd
+        if cost is None and response.prompt_tokens is not None:
+            price = self._price(request.model)
+            if price is not None:
+                cost = price.cost(response.prompt_tokens, response.completion_tokens or 0)
+        if cost is None:
+            self.board.stop(
+                request.model, f"{UNPRICED_CEILING} (its calls report no cost and it has no price)"
+            )
+        self.ledger.add(cost)
+
+    def _price(self, model_id: str) -> Pricing | None:
+        try:
+            return self.clients.pricing(model_id)
+        except HelmbenchError as exc:  # the price list could not be read: no price
+            log.debug("no price for %s: %s", model_id, exc)
+            return None
 
     @staticmethod
     def _error(

@@ -76,10 +76,36 @@ def prepare_run(state: HelmbenchState, models: set[str]) -> None:
         say(state, dry_run_lines(state))  # a dry run is the first thing HELMBench says (notices.py)
         if state.all_dry_run():
             return
+        refuse_an_unkeepable_ceiling(state, models)
         state.open_storage()
         say(state, workers_note(state, state.clients.prepare(models)))  # e.g. a server's slot ceiling
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def refuse_an_unkeepable_ceiling(state: HelmbenchState, models: set[str]) -> None:
+    """--helmbench-max-cost with a model whose answers report no cost and that has no price (a
+    self-hosted OpenAI-compatible server): the ceiling could not count its calls, so nothing is sent.
+    (A call that turns out unpriced later stops its model: execution/executor.py.)"""
+    settings = state.settings
+    if settings.max_cost is None:
+        return
+    unpriced = []
+    for model in dict.fromkeys([*sorted(models), *settings.helper_ids]):
+        if state.is_dry_run(model) or not settings.self_hosted(settings.model(model)):
+            continue
+        try:
+            priced = state.clients.pricing(model) is not None
+        except HelmbenchError:
+            priced = False
+        if not priced:
+            unpriced.append(model)
+    if unpriced:
+        raise HelmbenchError(
+            f"--helmbench-max-cost ${settings.max_cost}: {', '.join(unpriced)} report no cost and have no "
+            "price, so the ceiling could not count their calls; nothing was sent. Run them without "
+            "--helmbench-max-cost (a self-hosted server's calls cost nothing per token)"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
