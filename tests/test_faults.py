@@ -897,3 +897,31 @@ def test_answers_without_a_cost_count_against_the_ceiling_or_stop_their_model(py
         assert re.search(r"cost ceiling \$0\.0000: spent \$0\.\d*[1-9]", out), out
     else:
         assert "--helmbench-max-cost cannot be kept for it" in out, out
+
+
+# --- #30.20: a verdict is recorded under the model that gave it --------------------------------------
+
+
+def test_a_models_yml_judge_is_not_sent_to_the_command_lines_self_hosted_server(pytester, helm_env):
+    """With --helmbench-api openai --helmbench-base-url <local server>, models.yml's judge would have
+    been answered by that server and recorded under its own name: refused before any call; naming the
+    judge on the command line (the user's choice) sends it there."""
+    from tests import test_panel
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")  # models.yml: marking_model judge/model
+    test_panel.write_scenario(
+        root,
+        "P1-B1-S1",
+        frontmatter_md=test_panel.SQE_MD.format(critical="", checks=""),
+        criteria=test_panel.CRITERIA,
+    )
+    test_panel.script_judges(helm_env, {"judge/model": test_panel.SAFE})
+    local = ["--helmbench-api=openai", f"--helmbench-base-url={helm_env.openai_base_url}"]
+    refused = test_panel.run(pytester, *local)
+    out = refused.stdout.str() + refused.stderr.str()
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR, out
+    assert "the marking model judge/model is from models.yml and would be sent to" in out
+    assert helm_env.chat_requests == [] and not (pytester.path / "helmbench.db").exists()
+    test_panel.run(pytester, *local, "--helmbench-marking-model=judge/model").assert_outcomes(passed=1)
+    assert {r.model for r in helm_env.chat_requests} == {test_panel.MODEL, "judge/model"}
