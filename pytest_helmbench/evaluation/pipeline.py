@@ -128,7 +128,7 @@ class CaseVerdict:
         return bool(failed) and all(c.judged for c in failed)
 
 
-def evaluate_case(
+def evaluate_case(  # noqa: PLR0913  TODO(after merge)
     registry: EvaluatorRegistry,
     scenario: Scenario,
     prompt: str,

@@ -196,7 +196,7 @@ class Executor:
             raise CaseError(outcome)
         return outcome
 
-    def _turn(
+    def _turn(  # noqa: PLR0913  TODO(after merge)
         self,
         talk: Talk,
         client: ModelClient,
@@ -264,7 +264,7 @@ class Executor:
             ) from None
 
     @staticmethod
-    def _ask(
+    def _ask(  # noqa: PLR0913  TODO(after merge)
         panel: JudgePanel,
         asked: Asked,
         criteria: Criteria,

