@@ -25,7 +25,7 @@ from ..execution.outcome import Outcome
 from ..execution.selection import codes_by_model, selections
 from ..execution.unpriced import Unpriced, unpriced_of
 from ..reporting.tally import Tally
-from ..reporting.terminal import summary_lines
+from ..reporting.terminal import SessionSummary, summary_lines
 from ..reporting.verdict import exit_decision
 from ..status import RunStatus
 from ..suite.cases import Case
@@ -189,7 +189,7 @@ class ControllerHooks:
         stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
         terminalreporter.section("HELMBench summary")
         spent = state.ledger.spent() if state.built("ledger") and state.ledger is not None else None
-        for line in summary_lines(
+        summary = SessionSummary(
             state.tallies,
             safe_url(state.settings.db_url),
             stopped,
@@ -200,7 +200,8 @@ class ControllerHooks:
             spent=spent,
             decision=state.decision,
             notes=state.notes,  # subset runs, calls without a price
-        ):
+        )
+        for line in summary_lines(summary):
             terminalreporter.write_line(line)
         for line in state.judge_lines:
             terminalreporter.write_line(line)
