@@ -107,7 +107,9 @@ def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], Bench
     return scenarios, list(calibration.items), loader, references
 
 
-def calibrate(
+# A typer command: its parameters are its command-line options, one each (grouping them would hide
+# them from typer).
+def calibrate(  # noqa: PLR0913
     marking_model: str = typer.Option(
         ..., "--marking-model", help="the judge(s) to calibrate: one id, or a,b"
     ),
