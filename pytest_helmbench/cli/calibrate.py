@@ -128,6 +128,7 @@ def calibrate(  # noqa: PLR0913
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
     from ..execution.budget import StopBoard
     from ..execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
+    from ..providers.base import ProviderContext
     from ..providers.pool import ClientPool
     from ..providers.progress import showing, stream_progress
     from ..reporting.calibration_figures import (
@@ -155,7 +156,7 @@ def calibrate(  # noqa: PLR0913
     }
     chosen = stratified(items, limit, lambda i: gold_passes(i.gold, rubrics[(i.scenario, i.rubric)]))
     clients = ClientPool(
-        settings, base_dir=Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry()
+        ProviderContext(settings, Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry())
     )
     with tempfile.TemporaryDirectory(prefix="helmbench-calibrate-") as folder:
         board = StopBoard(Path(folder), cross_process=False)
