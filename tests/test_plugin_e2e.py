@@ -534,7 +534,8 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
     ],
     ids=["cli", "env-bool", "env-estimate", "loader"],
 )
-def test_an_option_error_is_printed_once_for_three_scenarios(
+# pytest passes fixtures and parametrized values by name: these parameters are the test's inputs.
+def test_an_option_error_is_printed_once_for_three_scenarios(  # noqa: PLR0913
     pytester, helm_env, monkeypatch, xdist, args, env, message
 ):
     pytester.makeini("[pytest]\n")
