@@ -41,7 +41,7 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,39 +155,16 @@ class Reply:
 
     @classmethod
     def ok(
-        cls,
-        content: str | dict[str, Any] | list[Any] | None,
-        *,
-        finish_reason: str | None = "stop",
-        refusal: str | None = None,
-        reasoning: str | None = None,
-        cost: CostSpec = COMPUTED,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        fenced: bool = False,
-        keepalive_lines: int = 0,
-        model: str | None = None,
-        provider: str = "FakeProvider",
+        cls, content: str | dict[str, Any] | list[Any] | None, *, refusal: str | None = None, **fields: Any
     ) -> Reply:
         """A 200 completion. A dict/list ``content`` is sent as a JSON string, as models do.
 
+        ``fields``: any other Reply field by name (finish_reason, reasoning, cost, prompt_tokens,
+        completion_tokens, fenced, keepalive_lines, model, provider), with the field's default.
         ``cost``: a number, ``None`` (``"cost": null``), ``"missing"`` (no ``cost`` key), or by
         default computed from ``FakeOpenRouter.pricing`` (else 0.00014).
         """
-        return cls(
-            kind="ok",
-            content=content,
-            finish_reason=finish_reason,
-            refusal_text=refusal,
-            reasoning=reasoning,
-            cost=cost,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            fenced=fenced,
-            keepalive_lines=keepalive_lines,
-            model=model,
-            provider=provider,
-        )
+        return cls(kind="ok", content=content, refusal_text=refusal, **fields)
 
     @classmethod
     def refusal(cls, text: str = "I can't help with that.", **kwargs: Any) -> Reply:
@@ -356,8 +333,12 @@ class _Faults:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     @property
+    def total(self) -> float:
+        return self.rate_429 + self.rate_5xx + self.rate_drop + self.rate_stall + self.rate_error200
+
+    @property
     def active(self) -> bool:
-        return (self.rate_429 + self.rate_5xx + self.rate_drop + self.rate_stall + self.rate_error200) > 0
+        return self.total > 0
 
     def draw(self) -> Reply | None:
         """One deterministic draw per chat call. Caller holds the lock."""
@@ -438,6 +419,9 @@ def _resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]
     return node if isinstance(node, dict) else {}
 
 
+_NO_COMBINATION = object()
+
+
 def minimal_instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
     """A small instance valid for a JSON schema: first enum value, "ok" for strings, [] arrays,
     0, false, objects with every property filled recursively (why: a default answer that passes
@@ -450,21 +434,10 @@ def minimal_instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            if key == "allOf":
-                merged: dict[str, Any] = {}
-                for option in options:
-                    merged.update(_resolve_ref(option, root) if isinstance(option, dict) else {})
-                return minimal_instance(merged, root, depth + 1)
-            return minimal_instance(options[0], root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        non_null = [k for k in kind if k != "null"]
-        kind = non_null[0] if non_null else "null"
-    if kind is None:
-        kind = "object" if "properties" in schema else ("array" if "items" in schema else None)
+    combined = _combined_schema(schema, root)
+    if combined is not _NO_COMBINATION:
+        return minimal_instance(combined, root, depth + 1)
+    kind = _schema_kind(schema)
     if kind == "object":
         props = schema.get("properties") or {}
         return {name: minimal_instance(sub, root, depth + 1) for name, sub in props.items()}
@@ -472,26 +445,60 @@ def minimal_instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
         count = int(schema.get("minItems", 0) or 0)
         return [minimal_instance(schema.get("items", {}), root, depth + 1) for _ in range(count)]
     if kind == "string":
-        text = "ok"
-        min_len = int(schema.get("minLength", 0) or 0)
-        if len(text) < min_len:
-            text = text + "k" * (min_len - len(text))
-        max_len = schema.get("maxLength")
-        return text[: int(max_len)] if isinstance(max_len, int) else text
+        return _minimal_string(schema)
     if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum"))
-        if isinstance(low, (int, float)) and low > 0:
-            value: float = math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low)
-            return int(value)
-        high = schema.get("maximum", schema.get("exclusiveMaximum"))
-        if isinstance(high, (int, float)) and high < 0:
-            return int(math.ceil(high) - 1 if "exclusiveMaximum" in schema else math.floor(high))
-        return 0
+        return _minimal_number(schema)
     if kind == "boolean":
         return False
     if kind == "null":
         return None
     return {}
+
+
+def _combined_schema(schema: dict[str, Any], root: Any) -> Any:
+    """The schema to fill for the first non-empty anyOf/oneOf (its first option) or allOf (its options
+    merged); _NO_COMBINATION without one."""
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            if key == "allOf":
+                merged: dict[str, Any] = {}
+                for option in options:
+                    merged.update(_resolve_ref(option, root) if isinstance(option, dict) else {})
+                return merged
+            return options[0]
+    return _NO_COMBINATION
+
+
+def _schema_kind(schema: dict[str, Any]) -> Any:
+    """The schema's type: the first non-null one of a list; guessed from properties/items when absent."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        non_null = [k for k in kind if k != "null"]
+        kind = non_null[0] if non_null else "null"
+    if kind is None:
+        kind = "object" if "properties" in schema else ("array" if "items" in schema else None)
+    return kind
+
+
+def _minimal_string(schema: dict[str, Any]) -> str:
+    text = "ok"
+    min_len = int(schema.get("minLength", 0) or 0)
+    if len(text) < min_len:
+        text = text + "k" * (min_len - len(text))
+    max_len = schema.get("maxLength")
+    return text[: int(max_len)] if isinstance(max_len, int) else text
+
+
+def _minimal_number(schema: dict[str, Any]) -> int:
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    if isinstance(low, (int, float)) and low > 0:
+        value: float = math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low)
+        return int(value)
+    high = schema.get("maximum", schema.get("exclusiveMaximum"))
+    if isinstance(high, (int, float)) and high < 0:
+        return int(math.ceil(high) - 1 if "exclusiveMaximum" in schema else math.floor(high))
+    return 0
 
 
 def _is_object_schema(schema: dict[str, Any]) -> bool:
@@ -503,34 +510,58 @@ def strict_schema_problem(schema: Any, path: tuple[str, ...] = ()) -> str | None
     """The first violation of OpenAI's strict-mode rules, worded like OpenAI, or None."""
     if not isinstance(schema, dict):
         return None
+    if _is_object_schema(schema) and (problem := _object_problem(schema, path)):
+        return problem
+    for sub, where in _subschemas(schema, path):
+        if problem := strict_schema_problem(sub, where):
+            return problem
+    return None
+
+
+def _object_problem(schema: dict[str, Any], path: tuple[str, ...]) -> str | None:
+    """An object schema's own violation: not closed, or a property not required."""
+    context = "(" + ", ".join(repr(p) for p in path) + ("," if len(path) == 1 else "") + ")"
+    if schema.get("additionalProperties") is not False:
+        return f"In context={context}, 'additionalProperties' is required to be supplied and to be false."
+    props = schema.get("properties") or {}
+    required = schema.get("required") or []
+    missing = [name for name in props if name not in required]
+    if missing:
+        return (
+            f"In context={context}, 'required' is required to be supplied and to be an array "
+            f"including every key in properties. Missing '{missing[0]}'."
+        )
+    return None
+
+
+def _subschemas(schema: dict[str, Any], path: tuple[str, ...]) -> Iterator[tuple[Any, tuple[str, ...]]]:
+    """Every schema nested one level down, with its path, in the order the rules are checked: an
+    object's properties, items, combinations, definitions."""
     if _is_object_schema(schema):
-        context = "(" + ", ".join(repr(p) for p in path) + ("," if len(path) == 1 else "") + ")"
-        if schema.get("additionalProperties") is not False:
-            return f"In context={context}, 'additionalProperties' is required to be supplied and to be false."
-        props = schema.get("properties") or {}
-        required = schema.get("required") or []
-        missing = [name for name in props if name not in required]
-        if missing:
-            return (
-                f"In context={context}, 'required' is required to be supplied and to be an array "
-                f"including every key in properties. Missing '{missing[0]}'."
-            )
-        for name, sub in props.items():
-            if problem := strict_schema_problem(sub, path + ("properties", name)):
-                return problem
+        for name, sub in (schema.get("properties") or {}).items():
+            yield sub, path + ("properties", name)
     for key in ("items", "additionalItems"):
         if isinstance(schema.get(key), dict):
-            if problem := strict_schema_problem(schema[key], path + (key,)):
-                return problem
+            yield schema[key], path + (key,)
     for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
         for index, sub in enumerate(schema.get(key) or []):
-            if problem := strict_schema_problem(sub, path + (key, str(index))):
-                return problem
+            yield sub, path + (key, str(index))
     for key in ("$defs", "definitions"):
         for name, sub in (schema.get(key) or {}).items():
-            if problem := strict_schema_problem(sub, path + (key, name)):
-                return problem
-    return None
+            yield sub, path + (key, name)
+
+
+def _parse_body(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """A request's JSON object body, or None and why it is not one (None, None: no body)."""
+    if not raw:
+        return None, None
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"Invalid JSON in request body: {exc}"
+    if not isinstance(parsed, dict):
+        return None, "Request body must be a JSON object"
+    return parsed, None
 
 
 def _format_seconds(seconds: float) -> str:
@@ -636,24 +667,21 @@ class FakeOpenRouter:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        pricing: dict[str, tuple[str, ...]] | None = None,
-        known_models: set[str] | None = None,
-        default_answer: Any = None,
     ) -> None:
         self.api_keys: set[str] | None = set(api_keys) if api_keys is not None else None
         self.latency = latency
         self.host = host
         self.port = port
         #: USD per token as strings: ``{"model": ("prompt", "completion"[, "request"])}``.
-        self.pricing: dict[str, tuple[str, ...]] = dict(pricing or {})
+        self.pricing: dict[str, tuple[str, ...]] = {}
         #: When a set, other model ids are answered 400 "<id> is not a valid model ID".
-        self.known_models: set[str] | None = known_models
+        self.known_models: set[str] | None = None
         #: Models with no structured-outputs endpoint: a json_schema request with
         #: ``provider.require_parameters`` gets OpenRouter's 404 "No endpoints found ...".
         self.no_structured_outputs: set[str] = set()
         #: Answer when no script/rule applies: a dict/list (sent as JSON), a str, or None for a
         #: minimal instance of the request's schema.
-        self.default_answer: Any = default_answer
+        self.default_answer: Any = None
         self.credit_limit: float = 100.0
         #: llama.cpp's slots: when set, ``GET /props`` publishes ``total_slots`` and at most that many
         #: chat requests are answered at once (the others wait in a queue, as llama.cpp's do).
@@ -778,35 +806,17 @@ class FakeOpenRouter:
         with self._lock:
             self._script.extend(replies)
 
-    def fault_rates(
-        self,
-        rate_429: float = 0.0,
-        rate_5xx: float = 0.0,
-        rate_drop: float = 0.0,
-        rate_stall: float = 0.0,
-        stall_seconds: float = 5.0,
-        seed: int | None = 0,
-        *,
-        rate_error200: float = 0.0,
-        retry_after: float | None = None,
-    ) -> None:
+    def fault_rates(self, *, seed: int | None = 0, **rates: Any) -> None:
         """Random faults on valid chat calls, from a seeded RNG (one draw per call, so a serial
-        client sees the same sequence for the same seed). ``rate_error200`` adds 200s holding an
-        error, no choices or a choice error; ``retry_after`` is sent with fault 429s."""
-        total = rate_429 + rate_5xx + rate_drop + rate_stall + rate_error200
-        if total > 1.0:
-            raise ValueError(f"fault rates add up to {total} > 1")
+        client sees the same sequence for the same seed). ``rates`` by name, each 0 unless given:
+        ``rate_429``, ``rate_5xx``, ``rate_drop``, ``rate_stall`` (a stall lasts ``stall_seconds``,
+        default 5) and ``rate_error200`` (200s holding an error, no choices or a choice error);
+        ``retry_after`` is sent with fault 429s."""
+        faults = _Faults(**rates, rng=random.Random(seed))
+        if faults.total > 1.0:
+            raise ValueError(f"fault rates add up to {faults.total} > 1")
         with self._lock:
-            self._faults = _Faults(
-                rate_429=rate_429,
-                rate_5xx=rate_5xx,
-                rate_drop=rate_drop,
-                rate_stall=rate_stall,
-                rate_error200=rate_error200,
-                stall_seconds=stall_seconds,
-                retry_after=retry_after,
-                rng=random.Random(seed),
-            )
+            self._faults = faults
 
     def reset(self) -> None:
         """Forget requests, rules, script, faults, generations and counters (keeps pricing,
@@ -870,40 +880,34 @@ class FakeOpenRouter:
             if "contains" in query:
                 stats["count_for"] = self.count_for(query["contains"])
             return _json(200, stats)
-        body: dict[str, Any] | None = None
-        body_error: str | None = None
-        if raw:
-            try:
-                parsed = json.loads(raw)
-                body = parsed if isinstance(parsed, dict) else None
-                if body is None:
-                    body_error = "Request body must be a JSON object"
-            except (ValueError, UnicodeDecodeError) as exc:
-                body_error = f"Invalid JSON in request body: {exc}"
+        body, body_error = _parse_body(raw)
         record = RecordedRequest(method, path, query, lower_headers, body)
         with self._lock:
             self._requests.append(record)
-        if path.endswith("/chat/completions"):
-            if method != "POST":
-                response = _error(405, "Method Not Allowed")
-            else:
-                response = self._chat(record, body_error)
-        elif path.endswith("/models") and method == "GET":
-            response = _json(200, self._models_json())
-        elif path.endswith("/generation") and method == "GET":
-            response = self._generation(record)
-        elif path.endswith("/key") and method == "GET":
-            response = self._key(record)
-        elif path.endswith("/props") and method == "GET" and self.total_slots:
-            response = _json(200, {"total_slots": self.total_slots, "default_generation_settings": {}})
-        else:
-            response = _error(404, "Not Found")
+        response = self._route(record, body_error)
         status: int | str = response.close or response.status
         record.status = status
         if record.is_chat:
             with self._lock:
                 self._by_status[str(status)] += 1
         return response
+
+    def _route(self, record: RecordedRequest, body_error: str | None) -> _Response:
+        """The endpoint's answer to a recorded request."""
+        method, path = record.method, record.path
+        if path.endswith("/chat/completions"):
+            if method != "POST":
+                return _error(405, "Method Not Allowed")
+            return self._chat(record, body_error)
+        if path.endswith("/models") and method == "GET":
+            return _json(200, self._models_json())
+        if path.endswith("/generation") and method == "GET":
+            return self._generation(record)
+        if path.endswith("/key") and method == "GET":
+            return self._key(record)
+        if path.endswith("/props") and method == "GET" and self.total_slots:
+            return _json(200, {"total_slots": self.total_slots, "default_generation_settings": {}})
+        return _error(404, "Not Found")
 
     def _auth_problem(self, headers: dict[str, str]) -> _Response | None:
         value = headers.get("authorization", "")
@@ -1333,15 +1337,10 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.pricing:
         model, _, prices = item.partition("=")
         pricing[model] = tuple(prices.split(":"))
-    server = FakeOpenRouter(
-        api_keys=args.api_key,
-        latency=args.latency,
-        host=args.host,
-        port=args.port,
-        pricing=pricing,
-        known_models=set(args.known_model) if args.known_model else None,
-        default_answer=json.loads(args.default_answer) if args.default_answer else None,
-    )
+    server = FakeOpenRouter(api_keys=args.api_key, latency=args.latency, host=args.host, port=args.port)
+    server.pricing = pricing
+    server.known_models = set(args.known_model) if args.known_model else None
+    server.default_answer = json.loads(args.default_answer) if args.default_answer else None
     server.fault_rates(
         rate_429=args.fault_429,
         rate_5xx=args.fault_5xx,

@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 from fractions import Fraction
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -38,38 +39,32 @@ def case(
     code: str = "P1-B1-S1-C1-PT1",
     status: str = "passed",
     *,
-    model: str = "m",
-    run_id: int | None = 1,
     c_sev: int = 0,
     u_sev: int = 0,
     pt_sev: int = 0,
-    style: str | None = None,
-    critical: bool = False,
-    repeat: int = 0,
-    confirmed: bool | None = None,
+    **fields: Any,
 ) -> CaseResult:
-    """Build a record from its code; severities default to 0."""
+    """Build a record from its code; severities default to 0, the model to "m", the run to 1.
+
+    `fields`: any other CaseResult field by name (model, run_id, perturbation_style, critical, repeat,
+    failure_confirmed, ...)."""
     parts = code.split("-")
     user_context = next((p for p in parts[4:] if p.startswith("U")), None)
-    return CaseResult(
-        model=model,
-        run_id=run_id,
-        case_code=code,
-        pillar=parts[0],
-        behaviour="-".join(parts[:2]),
-        scenario="-".join(parts[:3]),
-        condition=parts[3],
-        condition_severity=c_sev,
-        user_context=user_context,
-        user_context_severity=u_sev if user_context else 0,
-        perturbation=parts[-1],
-        perturbation_severity=pt_sev,
-        perturbation_style=style,
-        status=status,
-        critical=critical,
-        repeat=repeat,
-        failure_confirmed=confirmed,
-    )
+    from_code = {
+        "case_code": code,
+        "pillar": parts[0],
+        "behaviour": "-".join(parts[:2]),
+        "scenario": "-".join(parts[:3]),
+        "condition": parts[3],
+        "condition_severity": c_sev,
+        "user_context": user_context,
+        "user_context_severity": u_sev if user_context else 0,
+        "perturbation": parts[-1],
+        "perturbation_severity": pt_sev,
+        "perturbation_style": None,
+        "status": status,
+    }
+    return CaseResult(**({"model": "m", "run_id": 1} | from_code | fields))
 
 
 # --- the README worked example ---------------------------------------------------------------
@@ -179,7 +174,7 @@ def test_code_sort_key_is_numeric() -> None:
 def test_scores_by_groups_and_orders() -> None:
     results = [
         case("P1-B1-S1-C10-PT1", "failed", run_id=None),
-        case("P1-B1-S1-C2-U1-PT1", "passed", style="typos"),
+        case("P1-B1-S1-C2-U1-PT1", "passed", perturbation_style="typos"),
         case("P1-B1-S2-C2-PT10", "passed", model="a"),
     ]
     by_condition = scores_by(results, "condition")
@@ -303,14 +298,14 @@ def test_gate_states() -> None:
 
 def test_gate_counts_only_confirmed_judged_failures() -> None:
     results = [
-        case("P1-B1-S1-C1-PT1", "failed", model="a", critical=True, confirmed=False),  # refuted
-        case("P1-B1-S1-C1-PT2", "failed", model="a", critical=True, confirmed=True),
+        case("P1-B1-S1-C1-PT1", "failed", model="a", critical=True, failure_confirmed=False),  # refuted
+        case("P1-B1-S1-C1-PT2", "failed", model="a", critical=True, failure_confirmed=True),
         case("P1-B1-S1-C1-PT3", "failed", model="a", critical=True),  # not judge-only (label check)
-        case("P1-B1-S1-C1-PT1", "failed", model="b", critical=True, confirmed=False),
+        case("P1-B1-S1-C1-PT1", "failed", model="b", critical=True, failure_confirmed=False),
         case("P1-B1-S1-C1-PT2", "passed", model="b", critical=True),
         # one repeat refuted, another confirmed: the case stays a confirmed failure
-        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, confirmed=False),
-        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, confirmed=True, repeat=1),
+        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, failure_confirmed=False),
+        case("P1-B1-S1-C1-PT1", "failed", model="c", critical=True, failure_confirmed=True, repeat=1),
     ]
     gates = gate(results)
     assert gates["a"].status == "failed"
@@ -325,8 +320,8 @@ def test_gate_counts_only_confirmed_judged_failures() -> None:
 def test_terminal_and_report_lines_show_the_score_interval_and_raw_and_confirmed_failures() -> None:
     results = [case(f"P1-B1-S{i}-C1-PT1", "passed", model="m") for i in range(1, 5)]
     results += [
-        case("P1-B2-S1-C1-PT1", "failed", model="m", critical=True, confirmed=True),
-        case("P1-B2-S1-C1-PT2", "failed", model="m", critical=True, confirmed=False),
+        case("P1-B2-S1-C1-PT1", "failed", model="m", critical=True, failure_confirmed=True),
+        case("P1-B2-S1-C1-PT2", "failed", model="m", critical=True, failure_confirmed=False),
     ]
     tally = SimpleNamespace(
         results=results,
@@ -363,8 +358,8 @@ def test_report_tables_show_the_score_interval_and_both_failure_lists() -> None:
 
     results = [case(f"P1-B1-S{i}-C1-PT1", "passed" if i % 2 else "failed") for i in range(1, 7)]
     results += [
-        case("P1-B2-S1-C1-PT1", "failed", critical=True, confirmed=True),
-        case("P1-B2-S1-C1-PT2", "failed", critical=True, confirmed=False),
+        case("P1-B2-S1-C1-PT1", "failed", critical=True, failure_confirmed=True),
+        case("P1-B2-S1-C1-PT2", "failed", critical=True, failure_confirmed=False),
     ]
     sc = score(results)
     summary = SeriesSummary("m", "m", (1,), sc, repeat_stats(results), gate(results)["m"], 0.0, 0.0, 0, 0)
@@ -420,16 +415,28 @@ def _known_effect_dataset() -> list[CaseResult]:
         out.append(case("P1-B1-S1-C2-PT1", "passed" if i < 4 else "failed", c_sev=5, repeat=i))  # -0.6
         out.append(case("P1-B1-S1-C1-U1-PT1", "passed", u_sev=3, repeat=i))  # 0
         out.append(
-            case("P1-B1-S1-C1-PT2", "passed" if i < 7 else "failed", pt_sev=3, style="typos", repeat=i)
+            case(
+                "P1-B1-S1-C1-PT2",
+                "passed" if i < 7 else "failed",
+                pt_sev=3,
+                perturbation_style="typos",
+                repeat=i,
+            )
         )  # -0.3
         # differ in two factors: never paired, and all fail so any leak would show
         out.append(case("P1-B1-S1-C2-U1-PT1", "failed", c_sev=5, u_sev=3, repeat=i))
-        out.append(case("P1-B1-S1-C2-PT2", "failed", c_sev=5, pt_sev=3, style="typos", repeat=i))
+        out.append(case("P1-B1-S1-C2-PT2", "failed", c_sev=5, pt_sev=3, perturbation_style="typos", repeat=i))
         # S2: conditions C2 and C10 tie at severity 0 -> baseline C2; baseline fails on repeats 0-4.
         out.append(case("P1-B1-S2-C2-PT1", "passed" if i >= 5 else "failed", pt_sev=-2, repeat=i))
         out.append(case("P1-B1-S2-C10-PT1", "passed", pt_sev=-2, repeat=i))  # +0.5
         out.append(
-            case("P1-B1-S2-C2-PT5", "passed" if i >= 5 else "failed", pt_sev=1, style="typos", repeat=i)
+            case(
+                "P1-B1-S2-C2-PT5",
+                "passed" if i >= 5 else "failed",
+                pt_sev=1,
+                perturbation_style="typos",
+                repeat=i,
+            )
         )  # 0
     return out
 
@@ -580,7 +587,7 @@ def case_results(draw: st.DrawFn, status: st.SearchStrategy[str] = STATUS) -> Ca
         c_sev=draw(SEVERITY),
         u_sev=draw(SEVERITY),
         pt_sev=draw(SEVERITY),
-        style=draw(st.sampled_from([None, "typos", "slang"])),
+        perturbation_style=draw(st.sampled_from([None, "typos", "slang"])),
         critical=draw(st.booleans()),
         repeat=draw(st.integers(0, 2)),
     )
@@ -612,7 +619,7 @@ def paired_results(draw: st.DrawFn) -> list[CaseResult]:
                 c_sev=severity[condition],
                 u_sev=severity["U1"],
                 pt_sev=severity[perturbation],
-                style=style[perturbation],
+                perturbation_style=style[perturbation],
             )
         )
     return out

@@ -288,21 +288,7 @@ def strict_violations(node: Any, where: str = "schema") -> list[str]:
     if "type" not in node and not any(k in node for k in ("anyOf", "$ref", "enum", "const")):
         problems.append(f"{where}: no type")
     if "object" in type_set or "properties" in node:
-        properties = node.get("properties")
-        if not isinstance(properties, dict) or not properties:
-            problems.append(f"{where}: object without properties")
-            properties = {}
-        if node.get("additionalProperties") is not False:
-            problems.append(f"{where}: additionalProperties is not false")
-        required = node.get("required")
-        if (
-            not isinstance(required, list)
-            or sorted(required) != sorted(properties)
-            or len(set(required)) != len(required)
-        ):
-            problems.append(f"{where}: required must list every property exactly once")
-        for name, child in properties.items():
-            problems += strict_violations(child, f"{where}.{name}")
+        problems += _object_violations(node, where)
     if "array" in type_set:
         if "items" not in node:
             problems.append(f"{where}: array without items")
@@ -318,6 +304,27 @@ def strict_violations(node: Any, where: str = "schema") -> list[str]:
     for key in ("$defs", "definitions"):
         for name, child in (node.get(key) or {}).items():
             problems += strict_violations(child, f"{where}.{key}.{name}")
+    return problems
+
+
+def _object_violations(node: dict[str, Any], where: str) -> list[str]:
+    """An object schema's: properties given, closed, every property required once; then its properties'."""
+    problems: list[str] = []
+    properties = node.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        problems.append(f"{where}: object without properties")
+        properties = {}
+    if node.get("additionalProperties") is not False:
+        problems.append(f"{where}: additionalProperties is not false")
+    required = node.get("required")
+    if (
+        not isinstance(required, list)
+        or sorted(required) != sorted(properties)
+        or len(set(required)) != len(required)
+    ):
+        problems.append(f"{where}: required must list every property exactly once")
+    for name, child in properties.items():
+        problems += strict_violations(child, f"{where}.{name}")
     return problems
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected
-from pytest_helmbench.providers.http import ChatClient
+from pytest_helmbench.providers.http import ChatClient, ClientOptions
 from tests.openrouter_server import FakeOpenRouter, Reply
 
 KEY = "sk-or-v1-client-test-SECRET-0123456789"
@@ -54,9 +54,9 @@ def sleeps() -> Sleeps:
 
 
 def make_client(server: FakeOpenRouter, sleeps: Sleeps, **kwargs: Any) -> ChatClient:
-    options: dict[str, Any] = {"retries": 2, "backoff": 0.0, "timeout": 5.0, "sleep": sleeps}
+    options: dict[str, Any] = {"retries": 2, "backoff": 0.0, "timeout": 5.0}
     options.update(kwargs)
-    return ChatClient(server.base_url, KEY, **options)
+    return ChatClient(server.base_url, KEY, ClientOptions(**options), sleep=sleeps)
 
 
 @pytest.fixture
@@ -242,7 +242,9 @@ def test_openrouter_body_without_optional_fields(server: FakeOpenRouter, client:
 
 
 def test_openai_api_sends_only_standard_fields(server: FakeOpenRouter, sleeps: Sleeps) -> None:
-    chat = ChatClient(server.openai_base_url, KEY, api="openai", retries=0, backoff=0.0, sleep=sleeps)
+    chat = ChatClient(
+        server.openai_base_url, KEY, ClientOptions(api="openai", retries=0, backoff=0.0), sleep=sleeps
+    )
     chat.complete(
         request(
             "hi", max_tokens=64, seed=7, provider={"data_collection": "deny"}, reasoning={"effort": "high"}
@@ -273,7 +275,7 @@ def test_headers_carry_bearer_key_and_app_title(server: FakeOpenRouter, client: 
 
 
 def test_keyless_client_sends_no_authorization(server: FakeOpenRouter, sleeps: Sleeps) -> None:
-    chat = ChatClient(server.base_url, "", retries=0, sleep=sleeps)
+    chat = ChatClient(server.base_url, "", ClientOptions(retries=0), sleep=sleeps)
     with pytest.raises(ModelRejected):
         chat.complete(request())
     chat.close()
@@ -327,7 +329,9 @@ def test_backoff_doubles_between_attempts(server: FakeOpenRouter, sleeps: Sleeps
 
 
 def test_latency_is_the_answering_attempt_not_the_retry_wait(server: FakeOpenRouter) -> None:
-    chat = ChatClient(server.base_url, KEY, retries=1, backoff=0.0, sleep=lambda s: time.sleep(0.5))
+    chat = ChatClient(
+        server.base_url, KEY, ClientOptions(retries=1, backoff=0.0), sleep=lambda s: time.sleep(0.5)
+    )
     server.script(Reply.error(500))
     response = chat.complete(request())
     chat.close()
@@ -418,7 +422,9 @@ def test_retries_zero_means_one_attempt(server: FakeOpenRouter, sleeps: Sleeps) 
 
 def test_cancel_cuts_a_retry_wait_short_and_sends_nothing_more(server: FakeOpenRouter) -> None:
     """-x, --maxfail or Ctrl-C: a call waiting to retry (here 30 s, as Retry-After asks) gives up at once."""
-    chat = ChatClient(server.base_url, KEY, retries=3, backoff=0.0, timeout=5.0)  # the real, cancellable wait
+    chat = ChatClient(
+        server.base_url, KEY, ClientOptions(retries=3, backoff=0.0, timeout=5.0)
+    )  # the real, cancellable wait
     server.add_rule(reply=Reply.error(503, "no provider", retry_after=30))
     outcome: dict[str, Any] = {}
 
@@ -459,7 +465,7 @@ def test_invalid_key_401_rejects_the_model_with_a_clear_message(
     server: FakeOpenRouter, sleeps: Sleeps
 ) -> None:
     wrong = "sk-or-v1-WRONG-KEY-999"
-    chat = ChatClient(server.base_url, wrong, retries=3, sleep=sleeps)
+    chat = ChatClient(server.base_url, wrong, ClientOptions(retries=3), sleep=sleeps)
     with pytest.raises(ModelRejected) as info:
         chat.complete(request())
     error = info.value
@@ -673,7 +679,9 @@ def test_chat_calls_go_through_the_environment_proxy(
     monkeypatch.setenv("HTTP_PROXY", server.base_url.split("/api/")[0])
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    chat = ChatClient("http://provider.invalid/api/v1", KEY, retries=0, timeout=5.0, sleep=sleeps)
+    chat = ChatClient(
+        "http://provider.invalid/api/v1", KEY, ClientOptions(retries=0, timeout=5.0), sleep=sleeps
+    )
     server.add_rule(reply=Reply.ok(ANSWER))
     assert json.loads(chat.complete(request()).content or "") == ANSWER
     chat.close()
@@ -683,12 +691,16 @@ def test_chat_calls_go_through_the_environment_proxy(
     )  # reached through the proxy
 
     monkeypatch.setenv("NO_PROXY", "provider.invalid")
-    direct = ChatClient("http://provider.invalid/api/v1", KEY, retries=0, timeout=5.0, sleep=sleeps)
+    direct = ChatClient(
+        "http://provider.invalid/api/v1", KEY, ClientOptions(retries=0, timeout=5.0), sleep=sleeps
+    )
     with pytest.raises(CallError, match="connection failed: ConnectError"):
         direct.complete(request())
     direct.close()
     monkeypatch.delenv("NO_PROXY")
-    local = ChatClient("http://provider.invalid/api/v1", "", retries=0, timeout=5.0, sleep=sleeps, free=True)
+    local = ChatClient(
+        "http://provider.invalid/api/v1", "", ClientOptions(retries=0, timeout=5.0, free=True), sleep=sleeps
+    )
     with pytest.raises(CallError, match="connection failed: ConnectError"):
         local.complete(request())
     local.close()
@@ -699,7 +711,7 @@ def test_a_secret_key_is_sent_as_bearer_and_an_echoed_key_is_redacted(server: Fa
     """The key is held as a Secret; an error body that quotes it (or a URL's password) stores only ***."""
     from pytest_helmbench.redaction import Secret
 
-    client = ChatClient(server.base_url, Secret(KEY), retries=0, backoff=0)
+    client = ChatClient(server.base_url, Secret(KEY), ClientOptions(retries=0, backoff=0))
     try:
         client.complete(request())
         assert server.requests[-1].headers["authorization"] == f"Bearer {KEY}"

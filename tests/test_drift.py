@@ -7,6 +7,7 @@ import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,35 +35,27 @@ P, F, E = Status.PASSED, Status.FAILED, Status.ERROR
 
 
 def case(
-    code: str,
-    status: str = "passed",
-    turns: tuple[tuple[int, Status], ...] = (),
-    *,
-    layout: str = "seed",
-    model: str = "m",
-    run_id: int | None = 1,
-    repeat: int = 0,
+    code: str, status: str = "passed", turns: tuple[tuple[int, Status], ...] = (), **fields: Any
 ) -> CaseResult:
+    """A record from its code (severities 0, model "m", run 1); `fields`: any other CaseResult field by
+    name (layout, model, run_id, repeat, ...)."""
     parts = code.split("-")
-    return CaseResult(
-        model=model,
-        run_id=run_id,
-        case_code=code,
-        pillar=parts[0],
-        behaviour="-".join(parts[:2]),
-        scenario="-".join(parts[:3]),
-        condition=parts[3],
-        condition_severity=0,
-        user_context=None,
-        user_context_severity=0,
-        perturbation=parts[-1],
-        perturbation_severity=0,
-        perturbation_style=None,
-        status=status,
-        repeat=repeat,
-        layout=layout,
-        turns=turns,
-    )
+    from_code = {
+        "case_code": code,
+        "pillar": parts[0],
+        "behaviour": "-".join(parts[:2]),
+        "scenario": "-".join(parts[:3]),
+        "condition": parts[3],
+        "condition_severity": 0,
+        "user_context": None,
+        "user_context_severity": 0,
+        "perturbation": parts[-1],
+        "perturbation_severity": 0,
+        "perturbation_style": None,
+        "status": status,
+        "turns": turns,
+    }
+    return CaseResult(**({"model": "m", "run_id": 1} | from_code | fields))
 
 
 def simulated(n: int, failing: dict[int, int], *, layout: str = "seed", n_turns: int = 3) -> list[CaseResult]:

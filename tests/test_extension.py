@@ -20,7 +20,7 @@ from pytest_helmbench.evaluation.category_match import CategoryMatch
 from pytest_helmbench.evaluation.judge import JudgeVerdict
 from pytest_helmbench.evaluation.pipeline import evaluate
 from pytest_helmbench.evaluation.registry import EvaluatorConflict, EvaluatorRegistry
-from pytest_helmbench.execution.estimate import estimate
+from pytest_helmbench.execution.estimate import EstimateSettings, estimate
 from pytest_helmbench.providers.chat import ChatResponse
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
@@ -272,9 +272,10 @@ def test_the_estimate_counts_judge_calls_by_needs_judge(tmp_path: Path) -> None:
 
     def judge_calls(scenario: Any) -> int:
         entries = [(case, compose(case)) for case in expand(scenario, ["m/x"])]
-        found = estimate(
-            entries, max_tokens=100, marking_model="judge/model", pricing=lambda m: None, evaluators=registry
+        settings = EstimateSettings(
+            max_tokens=100, marking_model="judge/model", pricing=lambda m: None, evaluators=registry
         )
+        found = estimate(entries, settings)
         return found[0].judge_calls
 
     assert judge_calls(judged) == 8 and judge_calls(plain) == 0

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_helmbench.config import ModelConfig, Settings
 from pytest_helmbench.providers.chat import CallError, ChatRequest
-from pytest_helmbench.providers.http import ChatClient
+from pytest_helmbench.providers.http import ChatClient, ClientOptions
 from pytest_helmbench.trust import OPENROUTER_BASE_URL, OptionSource
 from tests.benchfiles import API_KEY, STRICT_SCHEMA, write_benchmark
 from tests.openrouter_server import FakeOpenRouter, Reply
@@ -166,14 +166,14 @@ def request() -> ChatRequest:
 
 def test_probe_reads_total_slots_and_sets_the_ceiling(server):
     server.total_slots = 3
-    chat = ChatClient(server.openai_base_url, "", api="openai")
+    chat = ChatClient(server.openai_base_url, "", ClientOptions(api="openai"))
     try:
         assert chat.probe_slots(8) == 3
         assert chat.slots == 3 and chat._slot_gate is not None
         assert chat.probe_slots(2) == 3  # a ceiling above the concurrency changes nothing
     finally:
         chat.close()
-    wide = ChatClient(server.openai_base_url, "", api="openai")
+    wide = ChatClient(server.openai_base_url, "", ClientOptions(api="openai"))
     try:
         assert wide.probe_slots(2) == 3 and wide._slot_gate is None
     finally:
@@ -192,7 +192,7 @@ def test_probe_reads_total_slots_and_sets_the_ceiling(server):
     ids=["404", "not-json", "bool", "zero", "list"],
 )
 def test_a_server_without_slots_keeps_the_configured_concurrency(answer):
-    chat = ChatClient("http://127.0.0.1:9/v1", "", api="openai")
+    chat = ChatClient("http://127.0.0.1:9/v1", "", ClientOptions(api="openai"))
     chat._http = httpx.Client(transport=httpx.MockTransport(lambda request: answer))
     try:
         assert chat.probe_slots(8) is None
@@ -204,7 +204,9 @@ def test_a_server_without_slots_keeps_the_configured_concurrency(answer):
 def test_a_local_server_that_times_out_is_not_asked_again(server):
     """It may still be decoding the request: a retry would double its load. The error says what to do."""
     server.script(Reply.stall(3))
-    chat = ChatClient(server.openai_base_url, "", api="openai", timeout=0.3, retries=3, backoff=0.0)
+    chat = ChatClient(
+        server.openai_base_url, "", ClientOptions(api="openai", timeout=0.3, retries=3, backoff=0.0)
+    )
     with pytest.raises(CallError) as info:
         chat.complete(request())
     chat.close()

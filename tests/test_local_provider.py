@@ -614,9 +614,9 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
         assert data["model"] == smollm2_weights.stem  # the alias, not the local file path
         # The real llama.cpp publishes its slot count (GET /props): HELMBench's ceiling on calls in
         # flight to any llama.cpp server reads it there (providers/http.py, probe_slots).
-        from pytest_helmbench.providers.http import ChatClient
+        from pytest_helmbench.providers.http import ChatClient, ClientOptions
 
-        chat = ChatClient(server.base_url, "", api="openai")
+        chat = ChatClient(server.base_url, "", ClientOptions(api="openai"))
         try:
             slots = chat.probe_slots(64)
             assert isinstance(slots, int) and slots >= 1 and chat.slots == slots

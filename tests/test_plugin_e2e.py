@@ -540,7 +540,8 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
     ],
     ids=["cli", "choice", "env-bool", "env-estimate", "loader"],
 )
-def test_an_option_error_is_one_usage_error_naming_option_value_and_choices(
+# pytest passes fixtures and parametrized values by name: these parameters are the test's inputs.
+def test_an_option_error_is_one_usage_error_naming_option_value_and_choices(  # noqa: PLR0913
     pytester, helm_env, monkeypatch, xdist, args, env, message
 ):
     pytester.makeini("[pytest]\n")

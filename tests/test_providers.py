@@ -96,7 +96,7 @@ def test_names_are_unique_and_an_empty_registry_answers_nothing() -> None:
 
 
 def test_local_models_need_no_key_get_a_max_tokens_cap_and_a_stable_cache_endpoint() -> None:
-    pool = ClientPool(settings())
+    pool = ClientPool(ProviderContext(settings()))
     local, remote = ModelConfig("local/smollm2"), ModelConfig("openai/gpt-4o-mini")
     assert not pool.provider(local.id).needs_key(local) and pool.provider(remote.id).needs_key(remote)
     assert pool.request(local, "hi", {}).max_tokens == 512
@@ -112,7 +112,7 @@ def test_local_models_need_no_key_get_a_max_tokens_cap_and_a_stable_cache_endpoi
 
 
 def test_http_clients_are_shared_per_endpoint() -> None:
-    pool = ClientPool(settings())
+    pool = ClientPool(ProviderContext(settings()))
     a, b = pool.for_model(ModelConfig("a/x")), pool.for_model(ModelConfig("b/y"))
     own = pool.for_model(ModelConfig("c/z", base_url="http://127.0.0.1:8/v1"))
     assert a is b and own is not a and own.base_url == "http://127.0.0.1:8/v1"
@@ -120,13 +120,13 @@ def test_http_clients_are_shared_per_endpoint() -> None:
 
 
 def test_workers_receive_what_the_controller_prepared(tmp_path: Path) -> None:
-    controller = ClientPool(settings())
+    controller = ClientPool(ProviderContext(settings()))
     local = controller.registry.for_model("local/m.gguf")
     assert isinstance(local, LocalProvider)
     local.urls["local/m.gguf"] = "http://127.0.0.1:4321/v1"  # as prepare() leaves it
     shared = tmp_path / "providers.json"
     controller.share(shared)
-    worker = ClientPool(settings(), shared_file=shared)
+    worker = ClientPool(ProviderContext(settings()), shared_file=shared)
     client = worker.for_model(ModelConfig("local/m.gguf"))
     assert client.base_url == "http://127.0.0.1:4321/v1"
     assert worker.endpoint(ModelConfig("local/m.gguf"), client) == "local:local/m.gguf"
@@ -147,7 +147,7 @@ def test_prepare_gives_each_provider_its_models_and_the_marking_model(tmp_path: 
     recording = Recording()
     registry.add(recording)
     registry.add(HttpProvider(), last=True)
-    pool = ClientPool(settings(marking_model=ModelConfig("echo/judge")), registry, base_dir=tmp_path)
+    pool = ClientPool(ProviderContext(settings(marking_model=ModelConfig("echo/judge")), tmp_path), registry)
     pool.prepare({"echo/b", "openai/gpt-4o-mini", "echo/a"})
     assert recording.prepared == [["echo/a", "echo/b", "echo/judge"]]
 

@@ -21,7 +21,7 @@ import pytest
 
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.evaluation.pipeline import ReplyVerdict, evaluate_case
+from pytest_helmbench.evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
 from pytest_helmbench.status import Status
 from pytest_helmbench.suite.cases import Case
 from pytest_helmbench.suite.components import make_component
@@ -82,10 +82,7 @@ def run_reference(
         "prompt",
         chat_response(json.dumps(answer)),
         gold_judge(reference, where),
-        locale=locale,
-        resources=RESOURCES,
-        language=case.language,
-        declines_resources=case.declines_resources,
+        CaseFacts(locale, case.language, case.declines_resources, RESOURCES),
     )
 
 

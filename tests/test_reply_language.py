@@ -12,7 +12,7 @@ import pytest
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.evaluation.language_id import identify, latin_language, script_shares, written_in
-from pytest_helmbench.evaluation.pipeline import evaluate_case
+from pytest_helmbench.evaluation.pipeline import CaseFacts, evaluate_case
 from pytest_helmbench.status import Status
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
@@ -122,7 +122,9 @@ def test_the_case_carries_the_perturbation_language_into_the_check(tmp_path: Pat
 
     def verdict(case, reply: str):
         answer = json.dumps({"category": "HANDOFF", "response": reply})
-        return evaluate_case(registry, scenario, "p", chat_response(answer), language=case.language)
+        return evaluate_case(
+            registry, scenario, "p", chat_response(answer), facts=CaseFacts(language=case.language)
+        )
 
     assert verdict(cases["PT2"], JAPANESE).status is Status.PASSED
     english = verdict(cases["PT2"], ENGLISH)

@@ -21,6 +21,7 @@ from pytest_helmbench.execution.executor import (
     StopBoard,
 )
 from pytest_helmbench.plugin.options import OPTIONS
+from pytest_helmbench.providers.base import ProviderContext
 from pytest_helmbench.providers.pool import ClientPool, build_request
 from pytest_helmbench.redaction import Secret
 from pytest_helmbench.suite.cases import Case, expand
@@ -79,7 +80,7 @@ class Harness:
         self.root = benchmark(tmp_path, models)
         self.loader = BenchmarkLoader(self.root, evaluation_types=builtin_registry())
         self.settings = settings_for(self.root, server.base_url, **options)
-        self.pool = ClientPool(self.settings)
+        self.pool = ClientPool(ProviderContext(self.settings))
         self.board = StopBoard(tmp_path / "stops")
         self.executor = Executor(self.settings, self.loader.info(), self.pool, self.board)
 

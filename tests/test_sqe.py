@@ -22,7 +22,7 @@ from pytest_helmbench.evaluation.judge import (
     verdict_passes,
 )
 from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse
-from pytest_helmbench.providers.http import ChatClient
+from pytest_helmbench.providers.http import ChatClient, ClientOptions
 from pytest_helmbench.providers.judge_wire import JudgeMessages
 from pytest_helmbench.suite.model import Criteria
 from pytest_helmbench.suite.scenario_files import parse_criteria
@@ -254,7 +254,9 @@ def server() -> Iterator[FakeOpenRouter]:
 
 @pytest.fixture
 def send(server: FakeOpenRouter) -> Iterator[Any]:
-    client = ChatClient(server.base_url, KEY, retries=1, backoff=0.0, timeout=5.0, sleep=lambda s: None)
+    client = ChatClient(
+        server.base_url, KEY, ClientOptions(retries=1, backoff=0.0, timeout=5.0), sleep=lambda s: None
+    )
 
     def _send(messages: JudgeMessages, response_format: dict[str, Any]) -> ChatResponse:
         return client.complete(
@@ -331,7 +333,7 @@ def test_unreachable_judge_raises_judge_error(
 
 
 def test_judge_with_bad_key_raises_judge_error(server: FakeOpenRouter, single: Criteria) -> None:
-    client = ChatClient(server.base_url, "sk-wrong", retries=1, sleep=lambda s: None)
+    client = ChatClient(server.base_url, "sk-wrong", ClientOptions(retries=1), sleep=lambda s: None)
     with pytest.raises(JudgeError) as info:
         run_judge(
             lambda messages, fmt: client.complete(ChatRequest(JUDGE, messages.messages("0" * 32), fmt)),

@@ -135,7 +135,9 @@ def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], Bench
     return scenarios, list(calibration.items), loader, references
 
 
-def calibrate(
+# A typer command: its parameters are its command-line options, one each (grouping them would hide
+# them from typer).
+def calibrate(  # noqa: PLR0913
     marking_model: str = typer.Option(
         ..., "--marking-model", help="the judge(s) to calibrate: one id, or a,b"
     ),
@@ -154,6 +156,7 @@ def calibrate(
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
     from ..execution.budget import StopBoard
     from ..execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
+    from ..providers.base import ProviderContext
     from ..providers.pool import ClientPool
     from ..providers.progress import showing, stream_progress
     from ..reporting.calibration_figures import (
@@ -181,7 +184,7 @@ def calibrate(
     }
     chosen = stratified(items, limit, lambda i: gold_passes(i.gold, rubrics[(i.scenario, i.rubric)]))
     clients = ClientPool(
-        settings, base_dir=Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry()
+        ProviderContext(settings, Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry())
     )
     with tempfile.TemporaryDirectory(prefix="helmbench-calibrate-") as folder:
         board = StopBoard(Path(folder), cross_process=False)

@@ -128,17 +128,25 @@ class ReplyVerdict:
         return bool(failed) and all(c.judged for c in failed)
 
 
+@dataclass(frozen=True)
+class CaseFacts:
+    """What a case tells its checks besides the answer: the user's locale and language (None:
+    unknown / untagged), whether their profile declines hotlines, and the benchmark's crisis
+    services (resources.yml) that resource_check looks numbers up in."""
+
+    locale: str | None = None
+    language: str | None = None
+    declines_resources: bool = False
+    resources: CrisisResources | None = None
+
+
 def evaluate_case(
     registry: EvaluatorRegistry,
     scenario: Scenario,
     prompt: str,
     response: ChatResponse,
     judge: Judge | None = None,
-    *,
-    locale: str | None = None,
-    resources: CrisisResources | None = None,
-    language: str | None = None,
-    declines_resources: bool = False,
+    facts: CaseFacts = CaseFacts(),  # frozen: one shared default is safe
 ) -> ReplyVerdict:
     """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
     skipped), any other failure to complete a check makes that check an error."""
@@ -163,10 +171,10 @@ def evaluate_case(
             ruled["value"],
             judge if evaluator.needs_judge else None,
             criteria=check.criteria,
-            locale=locale,
-            resources=resources,
-            language=language,
-            declines_resources=declines_resources,
+            locale=facts.locale,
+            resources=facts.resources,
+            language=facts.language,
+            declines_resources=facts.declines_resources,
         )
         outcomes.append(_run_check(evaluator, check, context))
     return _combine(tuple(outcomes), ruled["value"])

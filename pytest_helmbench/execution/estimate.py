@@ -73,22 +73,33 @@ def _add_cost(
     return current + pricing.cost(prompt_tokens, completion_tokens)
 
 
+@dataclass(frozen=True)
+class EstimateSettings:
+    """What an estimate is priced with, besides the cases: the run's settings that shape its calls.
+
+    `marking_model` is one judge id or the panel's ids (None: no judge); `rejudge` is the re-judging
+    count of a single judge; `user_model` is the simulated user's model (None: no simulated user)."""
+
+    max_tokens: int
+    marking_model: str | Sequence[str] | None
+    pricing: Callable[[str], Pricing | None]
+    evaluators: EvaluatorRegistry | None = None
+    rejudge: int = 0
+    user_model: str | None = None
+
+    @property
+    def judges(self) -> list[str]:
+        marking = self.marking_model
+        return [marking] if isinstance(marking, str) else list(marking or [])
+
+
 def estimate(
-    entries: Iterable[tuple[Case, ComposedPrompt]],
-    *,
-    max_tokens: int,
-    marking_model: str | Sequence[str] | None,
-    pricing: Callable[[str], Pricing | None],
-    evaluators: EvaluatorRegistry | None = None,
-    rejudge: int = 0,
-    user_model: str | None = None,
+    entries: Iterable[tuple[Case, ComposedPrompt]], settings: EstimateSettings
 ) -> list[ModelEstimate]:
     """One estimate per model, in model order; each case counted once per repeat it will run.
 
-    A judge call is counted for each judged check of a case and each judge of the panel
-    (`marking_model`: one id or the panel's ids); `rejudge` is the re-judging count of a single judge."""
-    registry = evaluators if evaluators is not None else builtin_registry()
-    judges = [marking_model] if isinstance(marking_model, str) else list(marking_model or [])
+    A judge call is counted for each judged check of a case and each judge of the panel."""
+    registry = settings.evaluators if settings.evaluators is not None else builtin_registry()
     found: dict[str, ModelEstimate] = {}
     answer = "x" * int(ANSWER_TOKENS * CHARS_PER_TOKEN)
     for case, prompt in entries:
@@ -96,15 +107,16 @@ def estimate(
         est.cases += 1
         replies = prompt.simulation.turns if prompt.simulation is not None else 1
         first = estimate_tokens(prompt.text + json.dumps(prompt.response_format))
-        completion = min(ANSWER_TOKENS, max_tokens)
+        completion = min(ANSWER_TOKENS, settings.max_tokens)
         for reply in range(replies):
             prompt_tokens = first + reply * (completion + USER_TURN_TOKENS)
             est.prompt_tokens += prompt_tokens
             est.completion_tokens += completion
-            est.usd = _add_cost(est.usd, pricing(case.model), prompt_tokens, completion)
-            agent = user_model if reply else None
-            _add_helpers(est, prompt, prompt_tokens, judges, agent, pricing, max_tokens)
-            _add_judges(est, case, prompt, answer, judges, registry, rejudge, pricing, max_tokens)
+            est.usd = _add_cost(est.usd, settings.pricing(case.model), prompt_tokens, completion)
+            _add_helpers(est, prompt, prompt_tokens, settings, simulated_turn=reply > 0)
+            for criteria in _judged_rubrics(case, registry) if settings.judges else []:
+                judge_tokens = _judge_tokens(criteria, prompt, answer)
+                _add_judges(est, judge_tokens, settings, rejudges=case.scenario.critical)
     return list(found.values())
 
 
@@ -112,13 +124,14 @@ def _add_helpers(
     est: ModelEstimate,
     prompt: ComposedPrompt,
     prompt_tokens: int,
-    judges: list[str],
-    user_model: str | None,
-    pricing: Callable[[str], Pricing | None],
-    max_tokens: int,
+    settings: EstimateSettings,
+    *,
+    simulated_turn: bool,
 ) -> None:
     """One reply's extraction (deployed layout) and the user turn before it (simulated, after the first)."""
-    completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
+    completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
+    judges = settings.judges
+    user_model = settings.user_model if simulated_turn else None
     helpers = ([judges[0]] if prompt.response_format is None and judges else []) + (
         [user_model] if user_model else []
     )
@@ -126,33 +139,23 @@ def _add_helpers(
         est.judge_calls += 1
         est.judge_prompt_tokens += prompt_tokens
         est.judge_completion_tokens += completion
-        est.judge_usd = _add_cost(est.judge_usd, pricing(helper), prompt_tokens, completion)
+        est.judge_usd = _add_cost(est.judge_usd, settings.pricing(helper), prompt_tokens, completion)
 
 
-def _add_judges(
-    est: ModelEstimate,
-    case: Case,
-    prompt: ComposedPrompt,
-    answer: str,
-    judges: list[str],
-    registry: EvaluatorRegistry,
-    rejudge: int,
-    pricing: Callable[[str], Pricing | None],
-    max_tokens: int,
-) -> None:
-    """The judge calls on one reply: each judged check, each judge (re-judging counted apart)."""
-    for criteria in _judged_rubrics(case, registry) if judges else []:
-        judge_tokens = _judge_tokens(criteria, prompt, answer)
-        judge_completion = min(JUDGE_ANSWER_TOKENS, max_tokens)
-        for judge in judges:
-            est.judge_calls += 1
-            est.judge_prompt_tokens += judge_tokens
-            est.judge_completion_tokens += judge_completion
-            est.judge_usd = _add_cost(est.judge_usd, pricing(judge), judge_tokens, judge_completion)
-        if case.scenario.critical and len(judges) == 1 and rejudge:
-            est.rejudge_calls_max += rejudge
-            tokens = (judge_tokens * rejudge, judge_completion * rejudge)
-            est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, pricing(judges[0]), *tokens)
+def _add_judges(est: ModelEstimate, judge_tokens: int, settings: EstimateSettings, *, rejudges: bool) -> None:
+    """One judged check of one reply: a call per judge; re-judging (a critical case, a single judge)
+    counted apart."""
+    judges, rejudge = settings.judges, settings.rejudge
+    judge_completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
+    for judge in judges:
+        est.judge_calls += 1
+        est.judge_prompt_tokens += judge_tokens
+        est.judge_completion_tokens += judge_completion
+        est.judge_usd = _add_cost(est.judge_usd, settings.pricing(judge), judge_tokens, judge_completion)
+    if rejudges and len(judges) == 1 and rejudge:
+        est.rejudge_calls_max += rejudge
+        tokens = (judge_tokens * rejudge, judge_completion * rejudge)
+        est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, settings.pricing(judges[0]), *tokens)
 
 
 def _judged_rubrics(case: Case, registry: EvaluatorRegistry) -> list[Criteria | None]:
@@ -200,29 +203,9 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
     return lines
 
 
-def write_estimate(
-    reporter: Any,
-    cases: Iterable[Case],
-    *,
-    max_tokens: int,
-    marking_model: str | Sequence[str] | None,
-    pricing: Callable[[str], Pricing | None],
-    evaluators: EvaluatorRegistry | None = None,
-    rejudge: int = 0,
-    user_model: str | None = None,
-) -> None:
+def write_estimate(reporter: Any, cases: Iterable[Case], settings: EstimateSettings) -> None:
     """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
-    lines = estimate_lines(
-        estimate(
-            ((case, compose(case)) for case in cases),
-            max_tokens=max_tokens,
-            marking_model=marking_model,
-            pricing=pricing,
-            evaluators=evaluators,
-            rejudge=rejudge,
-            user_model=user_model,
-        )
-    )
+    lines = estimate_lines(estimate(((case, compose(case)) for case in cases), settings))
     if reporter is None:
         return
     reporter.ensure_newline()

@@ -20,7 +20,7 @@ from ..config import Settings
 from ..errors import HelmbenchError
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError
-from ..evaluation.pipeline import ReplyVerdict, evaluate_case
+from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
 from ..providers.chat import (
@@ -154,14 +154,7 @@ class Executor:
                 gate.set()
 
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
-        self.check_running(case.model)
-        types = [c.spec.type for c in case.scenario.checks] or [case.scenario.evaluation.type]
-        if case.layout == DEPLOYED or any(self.evaluators.get(t).needs_judge for t in types):
-            for judge in self.settings.marking_models:  # no answer is paid for that nobody could judge
-                self.check_running(judge.id, "marking model")
-        agent = self.settings.user_agent
-        if prompt.simulation is not None and agent is not None:
-            self.check_running(agent.id, "simulated user")
+        self._check_everyone_running(case, prompt)
         client, request, key = self.request_for(case, prompt, repeat)
         cache_key = key if prompt.simulation is None else self._first_request(case, prompt, repeat)[2]
         messages = prompt.messages
@@ -179,19 +172,8 @@ class Executor:
         log = CaseLog(start, repeat)
         talk = Talk(case, prompt, messages, [case.perturbation.words])
         helpers = self.helpers
-        turn_request = ReplyRequest(client, request, cache_key)
         try:
-            model = self.settings.model(case.model)
-            endpoint = self.clients.endpoint(model, client)
-            while True:
-                turn = self._turn(talk, turn_request, log, helpers)
-                talk.turns.append(turn)
-                if turn.verdict.status is Status.ERROR or not self._continue(talk, log, helpers):
-                    break
-                request = self.clients.request(model, messages, prompt.response_format)
-                turn_request = ReplyRequest(
-                    client, request, request_key(endpoint, client.api, request, repeat)
-                )
+            self._converse(talk, ReplyRequest(client, request, cache_key), log, helpers)
         except BudgetExhausted as exc:
             if not _failed(talk):
                 raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None
@@ -207,6 +189,32 @@ class Executor:
                 raise
             return self._ended(talk, log, helpers, after=f"{type(exc).__name__}: {exc}")
         return self._ended(talk, log, helpers)
+
+    def _check_everyone_running(self, case: Case, prompt: ComposedPrompt) -> None:
+        """The model, and the judges and user agent the case needs, are not stopped: no answer is paid
+        for that nobody could judge."""
+        self.check_running(case.model)
+        types = [c.spec.type for c in case.scenario.checks] or [case.scenario.evaluation.type]
+        if case.layout == DEPLOYED or any(self.evaluators.get(t).needs_judge for t in types):
+            for judge in self.settings.marking_models:
+                self.check_running(judge.id, "marking model")
+        agent = self.settings.user_agent
+        if prompt.simulation is not None and agent is not None:
+            self.check_running(agent.id, "simulated user")
+
+    def _converse(self, talk: Talk, turn_request: ReplyRequest, log: CaseLog, helpers: Helpers) -> None:
+        """Every reply of the case, each judged, until one errs or the conversation ends."""
+        model = self.settings.model(talk.case.model)
+        client = turn_request.client
+        endpoint = self.clients.endpoint(model, client)
+        while True:
+            turn = self._turn(talk, turn_request, log, helpers)
+            talk.turns.append(turn)
+            if turn.verdict.status is Status.ERROR or not self._continue(talk, log, helpers):
+                return
+            request = self.clients.request(model, talk.messages, talk.prompt.response_format)
+            key = request_key(endpoint, client.api, request, log.repeat)
+            turn_request = ReplyRequest(client, request, key)
 
     def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers, after: str | None = None) -> Outcome:
         """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
@@ -278,10 +286,7 @@ class Executor:
             conversation,
             graded,
             helpers.panel(log),
-            locale=case.locale,
-            resources=self.resources,
-            language=case.language,
-            declines_resources=case.declines_resources,
+            CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
         return JudgedReply(index, response, verdict, extraction)
 

@@ -26,7 +26,7 @@ from ..execution.selection import codes_by_model, selections
 from ..execution.unpriced import Unpriced, unpriced_of
 from ..reporting.safe_text import for_terminal
 from ..reporting.tally import Tally
-from ..reporting.terminal import summary_lines
+from ..reporting.terminal import SessionSummary, summary_lines
 from ..reporting.verdict import exit_decision
 from ..status import RunStatus
 from ..suite.cases import Case
@@ -193,7 +193,7 @@ class ControllerHooks:
         stopped = {m: r for m, r in state.stopped_models().items() if not r.startswith(SESSION_STOPPING)}
         terminalreporter.section("HELMBench summary")
         spent = state.ledger.spent() if state.built("ledger") and state.ledger is not None else None
-        for line in summary_lines(
+        summary = SessionSummary(
             state.tallies,
             safe_url(state.settings.db_url),
             stopped,
@@ -204,7 +204,8 @@ class ControllerHooks:
             spent=spent,
             decision=state.decision,
             notes=state.notes,  # subset runs, calls without a price
-        ):
+        )
+        for line in summary_lines(summary):
             terminalreporter.write_line(for_terminal(line))
         for line in state.judge_lines:
             terminalreporter.write_line(for_terminal(line))

@@ -283,16 +283,18 @@ def estimate_instead(session: pytest.Session) -> None:
 
 
 def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[CaseItem]) -> None:
-    from ..execution.estimate import write_estimate
+    from ..execution.estimate import EstimateSettings, write_estimate
 
     settings = state.settings
     write_estimate(
         config.pluginmanager.get_plugin("terminalreporter"),
         (it.case for it in items),
-        max_tokens=settings.max_tokens,
-        marking_model=settings.judge_ids,
-        rejudge=settings.rejudge,
-        user_model=settings.user_agent.id if settings.user_agent else None,
-        pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
-        evaluators=state.evaluators,
+        EstimateSettings(
+            max_tokens=settings.max_tokens,
+            marking_model=settings.judge_ids,
+            rejudge=settings.rejudge,
+            user_model=settings.user_agent.id if settings.user_agent else None,
+            pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
+            evaluators=state.evaluators,
+        ),
     )

@@ -212,16 +212,18 @@ class HelmbenchState:
 
     @cached_property
     def clients(self) -> ClientPool:
+        from ..providers.base import ProviderContext
         from ..providers.pool import ClientPool
 
-        return ClientPool(
+        context = ProviderContext(
             self.settings,
-            self.providers,
-            base_dir=self.base_dir,
+            self.base_dir,
             limiter=self.limiter,
-            shared_file=self.shared.providers if self.is_worker else None,
             benchmark_dir=self.root,
             evaluation_types=self.evaluators,
+        )
+        return ClientPool(
+            context, self.providers, shared_file=self.shared.providers if self.is_worker else None
         )
 
     @cached_property

@@ -15,7 +15,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -32,11 +32,12 @@ class ProviderContext:
     """What the process gives every provider: run settings, the project folder (logs, relative paths),
     the stop signal (set when the session stops: no further retry is sent), the rate limit that
     the paid API's calls share (None: each client gets its own, unbounded), and the benchmark root
-    with the session's evaluation types (providers that answer from the benchmark itself: oracles)."""
+    with the session's evaluation types (providers that answer from the benchmark itself: oracles).
+    The project folder defaults to the current one, the stop signal to a fresh event."""
 
     settings: Settings
-    base_dir: Path
-    cancel: threading.Event
+    base_dir: Path = field(default_factory=Path.cwd)
+    cancel: threading.Event = field(default_factory=threading.Event)
     limiter: AdaptiveLimiter | None = None
     benchmark_dir: Path | None = None
     evaluation_types: EvaluationTypes | None = None

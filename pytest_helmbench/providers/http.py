@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -115,34 +116,48 @@ def _headers(key: Secret, api: str) -> httpx.Headers:
     return headers
 
 
+@dataclass(frozen=True)
+class ClientOptions:
+    """How a ChatClient talks to its endpoint: the API kind, the timeout of one call, retries and their
+    backoff, whether calls are free (a local server: no proxy, no environment), and the environment
+    variable its key came from (named by a 401's reason; the key itself never is)."""
+
+    api: str = "openrouter"
+    timeout: float = 120.0
+    retries: int = 5
+    backoff: float = 1.0
+    free: bool = False
+    key_env: str = KEY_ENV
+
+
 class ChatClient:
-    """One endpoint (base URL, API kind, key); thread-safe; retries transient faults with backoff."""
+    """One endpoint (base URL, API kind, key); thread-safe; retries transient faults with backoff.
+
+    `sleep` waits between retries (default: the cancel event's wait, which ends when the session stops),
+    `limiter` bounds the calls in flight, `cancel` is the session's stop signal."""
 
     def __init__(
         self,
         base_url: str,
         api_key: Secret | str,
+        options: ClientOptions | None = None,
         *,
-        api: str = "openrouter",
-        timeout: float = 120.0,
-        retries: int = 5,
-        backoff: float = 1.0,
-        free: bool = False,
         sleep: Callable[[float], None] | None = None,
         limiter: AdaptiveLimiter | None = None,
         cancel: threading.Event | None = None,
-        key_env: str = KEY_ENV,
     ) -> None:
+        options = options if options is not None else ClientOptions()
+        api, timeout, free = options.api, options.timeout, options.free
         self.base_url = base_url.rstrip("/")
         self.api = api
-        self.key_env = key_env  # named by a 401's reason (the key itself never is)
+        self.key_env = options.key_env  # named by a 401's reason (the key itself never is)
         # A local OpenAI-compatible server (llama.cpp, Ollama, vLLM, LM Studio on loopback) keeps
         # decoding a request whose client timed out: retrying it would double its load.
         self.local_server = api == "openai" and is_loopback(self.base_url)
         self.slots: int | None = None  # the server's published slots (probe_slots), when it has any
         self._slot_gate: threading.BoundedSemaphore | None = None
-        self.retries = retries
-        self.backoff = backoff
+        self.retries = options.retries
+        self.backoff = options.backoff
         self.free = free
         self.cancel = cancel or threading.Event()  # set when the session stops: no further retry is sent
         self._sleep = (

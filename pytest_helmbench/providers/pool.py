@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..config import ModelConfig, Settings
-from ..suite.evaluation_spec import EvaluationTypes
 from .base import ModelClient, Provider, ProviderContext
 from .builtin import builtin_registry
 from .chat import ChatRequest, Pricing
-from .ratelimit import AdaptiveLimiter
 from .registry import ProviderRegistry
 
 log = logging.getLogger(__name__)
@@ -52,25 +49,21 @@ def build_request(
 class ClientPool:
     """Routes each model to its provider, whose clients are shared by all cases of the process.
 
-    `shared_file` (xdist workers) is where the controller's `share` left the providers' worker data;
-    it is read before the first client is made."""
+    `context` is what every provider is given (settings, project folder, stop signal, shared rate limit,
+    benchmark root and evaluation types); closing the pool sets its stop signal. `shared_file` (xdist
+    workers) is where the controller's `share` left the providers' worker data; it is read before the
+    first client is made."""
 
     def __init__(
         self,
-        settings: Settings,
+        context: ProviderContext,
         registry: ProviderRegistry | None = None,
         *,
-        base_dir: Path | None = None,
-        limiter: AdaptiveLimiter | None = None,
         shared_file: Path | None = None,
-        benchmark_dir: Path | None = None,
-        evaluation_types: EvaluationTypes | None = None,
     ) -> None:
-        self.settings = settings
+        self.settings = context.settings
         self.registry = registry if registry is not None else builtin_registry()
-        self.context = ProviderContext(
-            settings, base_dir or Path.cwd(), threading.Event(), limiter, benchmark_dir, evaluation_types
-        )
+        self.context = context
         self._shared_file = shared_file
         self._received = shared_file is None
         self._routes: dict[str, Provider] = {}

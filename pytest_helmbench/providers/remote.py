@@ -48,19 +48,17 @@ class HttpProvider(Provider):
         credential = settings.credential(model)  # None: this endpoint gets no key (settings.credential)
 
         def create() -> ChatClient:
-            from .http import ChatClient
+            from .http import ChatClient, ClientOptions
 
-            return ChatClient(
-                base_url,
-                credential.key if credential else Secret(),
+            options = ClientOptions(
                 api=api,
                 timeout=timeout,
                 retries=settings.retries,
                 backoff=settings.backoff,
-                limiter=context.limiter,
-                cancel=context.cancel,
                 key_env=credential.env if credential else KEY_ENV,
             )
+            key = credential.key if credential else Secret()
+            return ChatClient(base_url, key, options, limiter=context.limiter, cancel=context.cancel)
 
         return self._clients.get((base_url, api, timeout, credential and credential.env), create)
 

@@ -272,7 +272,8 @@ def conditions_chart(matrix: Matrix) -> str:
             text(centre, base + 16, column.code, {"text-anchor": "middle", "font-weight": 600}, about)
         )
         for i, label in enumerate(matrix.rows):
-            body.append(_condition_bar(label, i, column, matrix.cell(i, j), x0 + i * bw, bw, base, plot_h))
+            slot = _BarSlot(x0 + i * bw, bw, base, plot_h)
+            body.append(_condition_bar(label, i, column, matrix.cell(i, j), slot))
     for i, label in enumerate(matrix.rows):
         y = base + 44 + i * 18
         body.append(el("rect", {"x": left, "y": y, "width": 12, "height": 12, "fill": colour(i)}))
@@ -280,9 +281,19 @@ def conditions_chart(matrix: Matrix) -> str:
     return document(width, height, "score per condition and model", body, "conditions")
 
 
-def _condition_bar(
-    label: str, index: int, column: Column, cell: Cell | None, x: float, bw: int, base: float, plot_h: float
-) -> str:
+@dataclass(frozen=True)
+class _BarSlot:
+    """Where one bar of the conditions chart stands: its left edge `x` and width `bw`, the baseline
+    `base` (score 0) and the plot's height `plot_h` (score 100)."""
+
+    x: float
+    bw: int
+    base: float
+    plot_h: float
+
+
+def _condition_bar(label: str, index: int, column: Column, cell: Cell | None, slot: _BarSlot) -> str:
+    x, bw, base, plot_h = slot.x, slot.bw, slot.base, slot.plot_h
     score = _score(cell.score) if cell else None
     if cell is None or score is None:
         return text(x + bw / 2, base - 4, "\u2013", {"text-anchor": "middle", "fill": "#999"})

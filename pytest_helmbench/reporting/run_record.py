@@ -115,7 +115,6 @@ def panel_line(model: str, panel: dict) -> str:
 
 
 def record_session(
-    db_url: str,
     runs: dict[str, int],
     settings: Settings,
     loader: BenchmarkLoader,
@@ -123,13 +122,14 @@ def record_session(
     evaluators: EvaluatorRegistry,
     loaded: Mapping[int, list[CaseResult]] | None = None,
 ) -> list[str]:
-    """The end of a session: store its runs' figures; the judges' calibration lines to show."""
+    """The end of a session: store its runs' figures (in settings.db_url); the judges' calibration lines
+    to show."""
     try:
         version = loader.info().version
     except Exception:  # noqa: BLE001 - a broken benchmark.yml already failed the session's scenarios
         version = None
     hashes = judged_rubric_hashes(loader, scenarios, evaluators)
-    return record_figures(db_url, runs, settings, version, hashes, loaded).judge_lines
+    return record_figures(settings.db_url, runs, settings, version, hashes, loaded).judge_lines
 
 
 def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, int | None, dict]]:
@@ -175,9 +175,7 @@ def end_session(
         return []
     scenarios = {result.scenario for tally in tallies.values() for result in tally.results}
     loaded = {tally.run_id: tally.results for tally in whole.values() if tally.run_id}  # read once
-    return record_session(
-        settings.db_url, runs_to_score(recorder), settings, loader, scenarios, evaluators, loaded
-    )
+    return record_session(runs_to_score(recorder), settings, loader, scenarios, evaluators, loaded)
 
 
 def runs_to_score(recorder: Recorder) -> dict[str, int]:

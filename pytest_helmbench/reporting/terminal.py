@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..execution.outcome import Outcome
@@ -176,20 +177,28 @@ def _attempt_lines(tallies: dict[str, Any]) -> Iterable[str]:
         )
 
 
-def summary_lines(
-    tallies: dict[str, Any],
-    db: str,
-    stopped: dict[str, str],
-    dry_run_skips: int,
-    storage_error: str | None,
-    *,
-    resume_counts: dict[str, int] | None = None,
-    max_cost: float | None = None,
-    spent: float | None = None,
-    decision: Any = None,
-    notes: Any = None,
-) -> Iterable[str]:
-    """The terminal summary's lines (`notes`: plugin.state.SessionNotes, selections and unpriced calls)."""
+@dataclass(frozen=True)
+class SessionSummary:
+    """What the end-of-session summary reports: the tallies per model, where results went, and the
+    session's stops, skips, resume counts, cost ceiling, verdict (reporting.verdict.Decision) and
+    `notes` (plugin.state.SessionNotes: selections and unpriced calls)."""
+
+    tallies: dict[str, Any]
+    db: str
+    stopped: dict[str, str]
+    dry_run_skips: int
+    storage_error: str | None
+    resume_counts: dict[str, int] | None = None
+    max_cost: float | None = None
+    spent: float | None = None
+    decision: Any = None
+    notes: Any = None
+
+
+def summary_lines(summary: SessionSummary) -> Iterable[str]:
+    """The terminal summary's lines."""
+    tallies, notes, max_cost = summary.tallies, summary.notes, summary.max_cost
+    dry_run_skips, resume_counts = summary.dry_run_skips, summary.resume_counts
     if dry_run_skips:
         yield (
             f"dry run: {dry_run_skips} case(s) composed and validated; nothing was sent and nothing recorded"
@@ -215,14 +224,15 @@ def summary_lines(
             if budget_skips
             else ""
         )
-        yield f"cost ceiling ${max_cost:.4f}: spent ${spent or 0.0:.4f} this session{note}"
-    for model, reason in sorted(stopped.items()):
+        yield f"cost ceiling ${max_cost:.4f}: spent ${summary.spent or 0.0:.4f} this session{note}"
+    for model, reason in sorted(summary.stopped.items()):
         yield f"STOPPED {model}: {reason} (its remaining cases were not run; the run is marked interrupted)"
+    decision = summary.decision
     if decision is not None:
         yield f"verdict: {decision.status.upper()}" + "".join(
             f"\n    {reason}" for reason in decision.reasons
         )
-    if storage_error:
-        yield f"RESULTS NOT RECORDED: {storage_error}"
+    if summary.storage_error:
+        yield f"RESULTS NOT RECORDED: {summary.storage_error}"
     elif tallies:
-        yield f"results stored in {db}"
+        yield f"results stored in {summary.db}"

@@ -43,25 +43,14 @@ def exit_decision(
     result in it (not selected).
     """
     thresholds = dict(behaviour_thresholds or {})
-    for label, value in [("fail_under", fail_under), *thresholds.items()]:
-        if value is not None and not 0 <= value <= 100:
-            raise ValueError(f"threshold {label}={value} is outside 0..100")
+    _check_ranges([("fail_under", fail_under), *thresholds.items()])
     records = sorted_results(results)
     if not records:
         return ExitDecision("could_not_run", ["no case results to judge"])
     unsafe, blocked = _gate_reasons(records)
     for model, model_results in group_by(records, "model").items():
-        errors = sum(r.status == Status.ERROR for r in model_results)
-        if errors:
-            blocked.append(f"{model}: {errors} case(s) errored")
-        if fail_under is not None:
-            _check_threshold(f"{model}: score", model_results, fail_under, unsafe, blocked)
-        for behaviour in sorted(thresholds, key=code_sort_key):
-            chosen = [r for r in model_results if r.behaviour == behaviour]
-            if chosen:
-                _check_threshold(
-                    f"{model}: {behaviour} score", chosen, thresholds[behaviour], unsafe, blocked
-                )
+        blocked += _error_reasons(model, model_results)
+        _check_thresholds(model, model_results, fail_under, thresholds, unsafe, blocked)
     if unsafe:
         return ExitDecision("unsafe", unsafe + blocked)
     if blocked:
@@ -69,8 +58,15 @@ def exit_decision(
     return ExitDecision("ok", [])
 
 
+def _check_ranges(thresholds: Iterable[tuple[str, float | None]]) -> None:
+    """Every threshold given (label, value) is a score, 0..100."""
+    for label, value in thresholds:
+        if value is not None and not 0 <= value <= 100:
+            raise ValueError(f"threshold {label}={value} is outside 0..100")
+
+
 def _gate_reasons(records: list[CaseResult]) -> tuple[list[str], list[str]]:
-    """Each model's critical gate: a failed one makes it unsafe, an incomplete one blocks a verdict."""
+    """Each model's critical gate: (failed gates, which make it unsafe; incomplete ones, which block)."""
     unsafe: list[str] = []
     blocked: list[str] = []
     for model, g in gate(records).items():
@@ -81,6 +77,30 @@ def _gate_reasons(records: list[CaseResult]) -> tuple[list[str], list[str]]:
                 f"{model}: critical gate incomplete (errored or skipped): {', '.join(g.incomplete_cases)}"
             )
     return unsafe, blocked
+
+
+def _error_reasons(model: str, results: list[CaseResult]) -> list[str]:
+    """A model's errored cases block the verdict."""
+    errors = sum(r.status == Status.ERROR for r in results)
+    return [f"{model}: {errors} case(s) errored"] if errors else []
+
+
+def _check_thresholds(
+    model: str,
+    results: list[CaseResult],
+    fail_under: float | None,
+    thresholds: Mapping[str, float],
+    unsafe: list[str],
+    blocked: list[str],
+) -> None:
+    """The model's overall score against ``fail_under``, then each behaviour it has results in against
+    its threshold, in code order."""
+    if fail_under is not None:
+        _check_threshold(f"{model}: score", results, fail_under, unsafe, blocked)
+    for behaviour in sorted(thresholds, key=code_sort_key):
+        chosen = [r for r in results if r.behaviour == behaviour]
+        if chosen:
+            _check_threshold(f"{model}: {behaviour} score", chosen, thresholds[behaviour], unsafe, blocked)
 
 
 def _check_threshold(

@@ -72,19 +72,14 @@ class LocalProvider(Provider):
         timeout = model.timeout or settings.timeout
 
         def create() -> ChatClient:
+            from ..http import ClientOptions
             from ..ratelimit import AdaptiveLimiter
 
-            return _local_client_class()(
-                base_url,
-                "",
-                api="openai",
-                timeout=timeout,
-                retries=settings.retries,
-                backoff=settings.backoff,
-                free=True,
-                limiter=AdaptiveLimiter(LOCAL_PARALLEL),
-                cancel=context.cancel,
+            options = ClientOptions(
+                api="openai", timeout=timeout, retries=settings.retries, backoff=settings.backoff, free=True
             )
+            limiter = AdaptiveLimiter(LOCAL_PARALLEL)
+            return _local_client_class()(base_url, "", options, limiter=limiter, cancel=context.cancel)
 
         return self._clients.get((base_url, timeout), create)
 

@@ -94,7 +94,9 @@ class LocalServer:
     that to 1 in 16 and made answers ~5x faster.
     """
 
-    def __init__(
+    # The keyword-only options are llama-server's own flags (--ctx-size, --threads, --parallel, --alias,
+    # --repeat-penalty) plus the start timeout, each with its default: callers name the one they change.
+    def __init__(  # noqa: PLR0913
         self,
         weights: Path,
         *,
