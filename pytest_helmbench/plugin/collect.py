@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..benchmark_root import BenchmarkRoot, arg_paths, asked_for, session_benchmark
-from ..errors import BenchmarkError, ConfigError
+from ..errors import ConfigError, HelmbenchError
 from ..reporting.safe_text import for_terminal
 from ..suite.files import leads_outside
 from . import gc_tuning
@@ -53,12 +53,14 @@ def _has_scenarios(root: Path) -> bool:
 
 
 def check_usage(state: HelmbenchState) -> None:
-    """Read every option and build the settings once (a bad value raises ConfigError); a benchmark
-    file's problem (BenchmarkError) is left to collection, which names the file and line."""
+    """Read every option and build the settings once (a bad value raises ConfigError); any other
+    problem (a benchmark file, a conflicting evaluator) is left to collection, which names the file."""
     check_options(state.config)
     try:
         _ = state.settings, state.loader
-    except BenchmarkError:
+    except ConfigError:
+        raise
+    except HelmbenchError:  # a benchmark file, or two evaluators under one name: said at collection
         pass
 
 
