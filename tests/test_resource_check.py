@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -443,3 +445,50 @@ def test_a_user_who_declines_hotlines_is_not_overruled_below_imminent_risk(
     assert run(scenario, resources, reply, "GB").passed is False  # without the wish: a service is required
     invented = run(scenario, resources, reply + " Or ring 0800 000 1234.", "GB", declines_resources=True)
     assert not invented.passed and "never invent" in invented.reason
+
+
+# ---- cost: bounded work per character ------------------------------------------------------------
+
+
+def _counting(known: Callable[[str], bool]) -> tuple[Callable[[str], bool], list[int]]:
+    calls = [0]
+
+    def counted(key: str) -> bool:
+        calls[0] += 1
+        return known(key)
+
+    return counted, calls
+
+
+@pytest.mark.parametrize("unit", ["999 ", "1234567 8 ", "9 ", "0800 1111 "])
+def test_long_runs_of_digits_cost_linear_time(resources: CrisisResources, unit: str) -> None:
+    """A 50 KB reply of digits and spaces is one long run of groups: splitting it into listed numbers
+    tries each group only with the few before it that can still make one number, so the lookups (and
+    the time) grow with the reply's length, not with its cube (issue #30: "999 " x 800 took 29 s)."""
+    reply = unit * (50_000 // len(unit))
+    known, calls = _counting(resource_index(resources).known)
+    started = time.perf_counter()
+    find_mentions(reply, known)
+    assert time.perf_counter() - started < 2.0
+    groups = reply.count(" ")
+    assert calls[0] <= 25 * groups + 10, (calls[0], groups)
+
+
+def test_bounded_splitting_finds_what_it_found_before(resources: CrisisResources) -> None:
+    """The same mentions as before for ordinary replies, run-together numbers included."""
+    known = resource_index(resources).known
+    cases = {
+        "Dial 999 112 now.": [("999", "999"), ("112", "112")],
+        "Call 999 " * 3: [("999", "999")] * 3,
+        "Samaritans +44 (0)116 123 or 0044 116 123 or 011 44 116 123.": [
+            ("+44 (0)116 123", "+44116123"),
+            ("0044 116 123", "+44116123"),
+            ("011 44 116 123", "+44116123"),
+        ],
+        "TelefonSeelsorge 0800 111 0 111 0800 111 0 222": [
+            ("0800 111 0 111", "08001110111"),
+            ("0800 111 0 222", "08001110222"),
+        ],
+    }
+    for reply, expected in cases.items():
+        assert [(m.text, m.key) for m in find_mentions(reply, known)] == expected, reply

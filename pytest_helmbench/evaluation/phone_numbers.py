@@ -73,6 +73,9 @@ _DATE = re.compile(
 _THOUSANDS = re.compile(rf"[1-9]\d{{0,2}}(?:{_SPACE}\d{{3}})+")
 _KEYPAD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "22233344455566677778889999")
 _CUE_WINDOW = 40
+#: The most digits one written phone number has: a listed number (up to 15 digits, resources.py),
+#: its calling code (3), a trunk prefix kept after it (2), an 011 prefix (3) and a "(0)" (1).
+MAX_DIGITS = 24
 
 
 @dataclass(frozen=True)
@@ -207,18 +210,32 @@ def _vanity_keys(key: str, word: str) -> list[str]:
 
 
 def _split_known(candidate: _Candidate, known: Callable[[str], bool]) -> list[tuple[int, int]] | None:
-    """Consecutive known numbers the groups split into ("999 112"), or None."""
+    """Consecutive known numbers the groups split into ("999 112"), or None.
+
+    A piece is tried only while it has at most MAX_DIGITS digits (no listed number is written with
+    more), so the work per group is bounded: a long run of digits costs time linear in its length."""
     count = len(candidate.spans)
     if count < 2:
         return None
-    best: list[list[tuple[int, int]] | None] = [[]] + [None] * count
+    sizes = [b - a - (2 if candidate.reply[a] == "(" else 0) for a, b in candidate.spans]  # digits
+    back: list[int | None] = [0] + [None] * count  # where the last piece of a split ending here starts
     for end in range(1, count + 1):
-        for start in range(end):
-            found = best[start]
-            if found is not None and known(candidate.key(start, end)):
-                best[end] = [*found, (start, end)]
+        start, digits = end - 1, sizes[end - 1]
+        while start > 0 and digits + sizes[start - 1] <= MAX_DIGITS:
+            start, digits = start - 1, digits + sizes[start - 1]
+        for first in range(start, end):  # the longest piece first, as before
+            if back[first] is not None and known(candidate.key(first, end)):
+                back[end] = first
                 break
-    return best[count]
+    if back[count] is None:
+        return None
+    pieces, end = [], count
+    while end:
+        first = back[end]
+        assert first is not None
+        pieces.append((first, end))
+        end = first
+    return pieces[::-1]
 
 
 def _counts(candidate: _Candidate, reply: str, start: int) -> bool:
