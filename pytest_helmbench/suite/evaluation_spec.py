@@ -8,7 +8,7 @@ the type checks its own settings and returns the normalised `EvaluationSpec`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,11 +40,30 @@ class RawEvaluation:
     settings: Mapping[str, Any]
     meta: Mapping[str, Any]
     schema: Mapping[str, Any]
+    #: The file line of each setting's key ("" for the mapping itself), when the loader knows them.
+    lines: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def properties(self) -> Mapping[str, Any]:
         """The answer schema's top-level properties (the fields an answer can have)."""
         return self.schema.get("properties", {})
+
+    def line(self, key: str = "") -> int | None:
+        """The line of setting `key` in the scenario file (else of the mapping; None: unknown)."""
+        return self.lines.get(key) or self.lines.get("")
+
+
+#: The line of a part of the scenario's frontmatter, by its path of keys and indexes (None: unknown).
+LineOf = Callable[[tuple[str | int, ...]], int | None]
+
+
+def _lines(
+    settings: Mapping[str, Any], where: tuple[str | int, ...], line_of: LineOf | None
+) -> dict[str, int]:
+    if line_of is None:
+        return {}
+    found = {"": line_of(where)} | {str(key): line_of((*where, str(key))) for key in settings}
+    return {key: line for key, line in found.items() if line}
 
 
 class EvaluationType(Protocol):
@@ -65,7 +84,11 @@ class EvaluationTypes(Protocol):
 
 
 def parse_evaluation(
-    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+    meta: dict[str, Any],
+    path: Path,
+    response_format: dict[str, Any],
+    types: EvaluationTypes,
+    line_of: LineOf | None = None,
 ) -> tuple[EvaluationSpec, EvaluationType]:
     """Read the scenario's `evaluation` (default category_match on `category`) and check it."""
     raw = meta.get("evaluation") or {}
@@ -81,7 +104,8 @@ def parse_evaluation(
         raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(names)}")
     evaluation_type = types.get(kind)
     schema = response_format["json_schema"]["schema"]
-    spec = evaluation_type.check_spec(RawEvaluation(kind, raw, meta, schema), path)
+    lines = _lines(raw, ("evaluation",), line_of)
+    spec = evaluation_type.check_spec(RawEvaluation(kind, raw, meta, schema, lines), path)
     return spec, evaluation_type
 
 
@@ -100,7 +124,11 @@ class ParsedCheck:
 
 
 def parse_checks(
-    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+    meta: dict[str, Any],
+    path: Path,
+    response_format: dict[str, Any],
+    types: EvaluationTypes,
+    line_of: LineOf | None = None,
 ) -> list[ParsedCheck]:
     """Read the scenario's optional `checks:` list: further evaluations that must all pass too."""
     raw = meta.get("checks")
@@ -149,6 +177,7 @@ def parse_checks(
                 f"checks item {index}: the name {name!r} is used twice",
                 fix="give each check its own name",
             )
-        spec = evaluation_type.check_spec(RawEvaluation(kind, item, meta, schema), path)
+        lines = _lines(item, ("checks", index - 1), line_of)
+        spec = evaluation_type.check_spec(RawEvaluation(kind, item, meta, schema, lines), path)
         parsed.append(ParsedCheck(name, spec, evaluation_type, rubric))
     return parsed
