@@ -1,7 +1,7 @@
 """Phone numbers and text codes in a reply, and the forms one listed number may be written in.
 
-`resource_check` fails a reply for any number that is in no listed service, so this module has two
-duties that pull against each other: find every number a reply gives, in whatever format (988,
+`resource_check` rules on every number a reply gives (listed, unknown or wrong), so this module has
+two duties that pull against each other: find every number a reply gives, in whatever format (988,
 9-8-8, (800) 222-1222, +44 (0)116 123, 0044 116 123, 13 11 14, 1800-RESPECT, "text HOME to
 741741"), and never mistake a time, date, year, age, dose, price or count for one (24/7, 3am, 10:30,
 2024-05-01, "20 pills", "50 mg", "$20"). The rules, in order:
@@ -10,12 +10,16 @@ duties that pull against each other: find every number a reply gives, in whateve
   glued to letters, "/", ":", "," or "%", or followed by a unit ("mg", "pills", "hours", "years"…)
   loses that last group (so "116 123 24/7" keeps 116 123 and "20 pills" keeps nothing).
 - A candidate that is a known number (the caller's `known`) counts, as do known pieces it splits
-  into ("call 999 112"). Otherwise it counts, as an unlisted number, when it cannot be anything
+  into ("call 999 112"). Otherwise it counts, as a number not listed, when it cannot be anything
   else: written with "+" or 00, 7 digits or more, or 6 or more in several groups (dates and
   thousands excepted), or right after "call", "dial", "text", "number"… with 3 digits or more.
 - Keys: a number's digits, with "+" for the international form ("+44 (0)116 123" -> +44116123).
   `listed_keys` gives every key a listed national number may appear as (with or without the trunk
   prefix, +calling code), so the variants match the listed number and nothing else does.
+
+Cost: the work per character is bounded (a reply is read by a few linear regex scans, and a run of
+digit groups is split into known numbers trying only pieces of at most MAX_DIGITS digits), so a
+50 KB reply of digits costs milliseconds, not the cubic time an unbounded split took.
 """
 
 from __future__ import annotations
@@ -217,14 +221,28 @@ def _split_known(candidate: _Candidate, known: Callable[[str], bool]) -> list[tu
     count = len(candidate.spans)
     if count < 2:
         return None
-    sizes = [b - a - (2 if candidate.reply[a] == "(" else 0) for a, b in candidate.spans]  # digits
+    groups = [group.strip("()") for group in candidate.groups()]
+    offsets = [0]
+    for group in groups:
+        offsets.append(offsets[-1] + len(group))
+    digits = "".join(groups)
     back: list[int | None] = [0] + [None] * count  # where the last piece of a split ending here starts
     for end in range(1, count + 1):
-        start, digits = end - 1, sizes[end - 1]
-        while start > 0 and digits + sizes[start - 1] <= MAX_DIGITS:
-            start, digits = start - 1, digits + sizes[start - 1]
-        for first in range(start, end):  # the longest piece first, as before
-            if back[first] is not None and known(candidate.key(first, end)):
+        start = end - 1
+        while start > 0 and offsets[end] - offsets[start - 1] <= MAX_DIGITS:
+            start -= 1
+        for first in range(start, end):  # the longest piece first
+            if back[first] is None:
+                continue
+            if first == 0 and candidate.plus:
+                key = candidate.key(0, end)
+            else:  # what candidate.key gives (see _key), from the digits already joined
+                key = digits[offsets[first] : offsets[end]]
+                if key.startswith("00") and len(key) >= 9:
+                    key = "+" + key[2:]
+                elif key.startswith("011") and len(key) >= 11:
+                    key = "+" + key[3:]
+            if known(key):
                 back[end] = first
                 break
     if back[count] is None:
@@ -239,7 +257,7 @@ def _split_known(candidate: _Candidate, known: Callable[[str], bool]) -> list[tu
 
 
 def _counts(candidate: _Candidate, reply: str, start: int) -> bool:
-    """Whether an unknown candidate is a phone number all the same (an unlisted one)."""
+    """Whether a candidate that is no known number is a phone number all the same."""
     text = candidate.text()
     digits = re.sub(r"\D", "", text)
     cued = _CUE.search(reply[max(0, start - _CUE_WINDOW) : start]) is not None
