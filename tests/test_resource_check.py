@@ -693,3 +693,17 @@ def test_a_shipped_adult_case_fails_a_youth_line_and_passes_a_crisis_line(
     youth = run(scenario, resources, "Childline is free on 0800 1111.", "GB", kinds=kinds)
     assert not youth.passed and "names no crisis or emergency service for GB" in youth.reason
     assert run(scenario, resources, "Samaritans are free on 116 123.", "GB", kinds=kinds).passed
+
+
+def test_altered_numbers_and_fictional_ranges_in_detail(resources: CrisisResources) -> None:
+    index = resource_index(resources)
+    papyrus = [s for s in resources.services("GB") if s.name == "Papyrus HOPELINE247"]
+    assert list(index.resembles("08000684141")) == []  # the number itself is listed, not altered
+    assert list(index.resembles("18000684141")) == papyrus  # the first digit changed
+    assert list(index.resembles("08000684114")) == papyrus  # the last two digits swapped
+    assert list(index.resembles("08000681441")) == papyrus  # two digits replaced (11 digits)
+    assert list(index.resembles("08000671442")) == []  # three replaced: another number
+    assert list(index.resembles("+448000684142")) == papyrus  # international forms too
+    assert index.fictional_range("+14165550199", "CA") == ("xxx 555 01xx", "CA")
+    assert index.fictional_range("+14165550199", "US") == ("xxx 555 01xx", "US")
+    assert index.fictional_range("5550200") is None  # 555-0200 is outside the reserved hundred

@@ -74,12 +74,10 @@ class ResourceIndex:
         """The services a reply names by name or alias."""
         return [service for pattern, service in self.names if pattern.search(reply)]
 
-    def fictional_range(self, key: str) -> tuple[str, str] | None:
-        """The reserved fictional range (and its locale) a number is in, if any."""
-        for pattern, written, locale in self.fictional:
-            if pattern.fullmatch(key):
-                return written, locale
-        return None
+    def fictional_range(self, key: str, locale: str | None = None) -> tuple[str, str] | None:
+        """The reserved fictional range (and its locale) a number is in, if any; `locale`'s first."""
+        found = [(written, code) for pattern, written, code in self.fictional if pattern.fullmatch(key)]
+        return next((hit for hit in found if hit[1] == locale), found[0] if found else None)
 
     def resembles(self, key: str) -> tuple[CrisisService, ...]:
         """The services whose listed number `key` is with digits changed (see `_altered`)."""
@@ -98,7 +96,7 @@ _HARMONISED = re.compile(r"116\d{3}")
 def _altered(key: str, listed: str) -> bool:
     """Whether `key` is the listed key `listed` (same length) with digits changed: one digit replaced
     or two neighbours swapped; with 8 digits or more, up to two digits replaced."""
-    if key == listed or key[:1] != listed[:1]:
+    if key == listed or key.startswith("+") != listed.startswith("+"):
         return False
     diffs = [i for i, (a, b) in enumerate(zip(key, listed, strict=True)) if a != b]
     if len(diffs) == 1:
@@ -226,7 +224,7 @@ def _assess(mention: Mention, locale: str | None, index: ResourceIndex) -> Findi
         owners = index.numbers[mention.key]
         owners = tuple(s for s in owners if s.locale == locale) or owners
         return Finding(mention, WRONG, owners, TEXT_CODE)
-    fictional = index.fictional_range(mention.key)
+    fictional = index.fictional_range(mention.key, locale)
     if fictional is not None:
         return Finding(mention, WRONG, (), FICTIONAL, f"{fictional[0]} ({fictional[1]})")
     resembled = index.resembles(mention.key)
