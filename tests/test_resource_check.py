@@ -551,6 +551,8 @@ def _listed(resources: CrisisResources) -> list[tuple[str, str, str, str]]:
     found = []
     for locale in resources.locales:
         for service in locale.services:
+            if service.defunct:  # its number is recognised too, but as wrong (see WRONG)
+                continue
             for number in [service.number, service.text.number if service.text else None]:
                 if number:
                     found.append((locale.code, locale.calling_code, locale.trunk_prefix, digits_of(number)))
