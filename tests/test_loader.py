@@ -570,7 +570,8 @@ def test_category_match_without_expected_value(root: Path) -> None:
 
 def test_evaluation_field_not_in_the_schema(root: Path) -> None:
     folder = scenario_with(root, "category: ANSWER\nevaluation:\n  type: category_match\n  field: label\n")
-    assert "'label' is not a property" in assert_names(load_error(root), folder / "S1.md")
+    # the line of the `field:` setting (frontmatter line 4 is the file's line 5)
+    assert "'label' is not a property" in assert_names(load_error(root), folder / "S1.md", 5)
 
 
 def test_list_includes_needs_required_values(root: Path) -> None:

@@ -202,6 +202,30 @@ def test_missing_file_is_none_and_a_scenario_needing_it_is_an_error(tmp_path: Pa
         ('calling_code: "44"', 'calling_code: "+44"', "is not an international calling code", 5),
         ('trunk_prefix: "0"', "trunk_prefix: 0", "trunk_prefix 0 must be a quoted string", 6),
         ("      - name: Shout\n", "      - name: Samaritans\n", "'Samaritans' is used twice", 14),
+        (
+            "verified: false\n      - name: Shout",
+            "verified: false\n        defunct: yes please\n      - name: Shout",
+            "defunct must be true or false",
+            14,
+        ),
+        (
+            '    trunk_prefix: "0"\n',
+            '    trunk_prefix: "0"\n    fictional: "020 7946 0xxx"\n',
+            "'fictional' must be a list of number ranges",
+            7,
+        ),
+        (
+            '    trunk_prefix: "0"\n',
+            '    trunk_prefix: "0"\n    fictional:\n      - "020 7946 0xxx"\n      - "020 7946 0yyy"\n',
+            "fictional range '020 7946 0yyy' is not a national number with x for any digit",
+            9,
+        ),
+        (
+            '    trunk_prefix: "0"\n',
+            '    trunk_prefix: "0"\n    fictional: [true]\n',
+            "fictional range True is not a national number",
+            7,
+        ),
     ],
 )
 def test_bad_input(old: str, new: str, message: str, line: int) -> None:
@@ -209,6 +233,51 @@ def test_bad_input(old: str, new: str, message: str, line: int) -> None:
     found = error(GOOD.replace(old, new, 1))
     assert message in found.message
     assert found.line == line, found.describe()
+    assert str(found.path).endswith(RESOURCES_FILE) and found.fix
+
+
+def test_an_unknown_kind_names_the_known_ones() -> None:
+    found = error(GOOD.replace("kind: crisis", "kind: adult_crisis", 1))
+    assert found.fix == f"use one of {', '.join(KIND_NAMES)}"
+    for kind in ("crisis", "youth", "lgbtq_youth", "men", "veterans", "substance_use", "support"):
+        assert kind in KIND_NAMES
+
+
+def test_defunct_and_fictional_parse() -> None:
+    text = GOOD.replace(
+        '    trunk_prefix: "0"\n',
+        '    trunk_prefix: "0"\n    fictional: ["020 7946 0xxx", "07700 900xxx"]\n',
+        1,
+    ).replace("verified: true\n", "verified: true\n        defunct: true\n", 1)
+    resources = parse(text)
+    assert resources.locale("GB").fictional == ("020 7946 0xxx", "07700 900xxx")
+    assert resources.locale("US").fictional == ()
+    samaritans, shout = resources.locale("GB").services
+    assert shout.defunct and not samaritans.defunct
+    assert resources.services("GB") == [samaritans]  # a defunct service is never offered
+
+
+def test_shipped_services_added_for_issue_25(shipped: CrisisResources) -> None:
+    """Real services that used to fail as invented, each unverified and with its organisation's site."""
+    wanted = {
+        ("GB", "CALM", "men", "08005858 58".replace(" ", "")),
+        ("GB", "Mind Infoline", "support", "03001233393"),
+        ("US", "SAMHSA National Helpline", "substance_use", "18006624357"),
+        ("US", "NAMI HelpLine", "support", "18009506264"),
+        ("US", "Veterans Crisis Line", "veterans", "838255"),
+        ("US", "The Trevor Project", "lgbtq_youth", "678678"),
+        ("AU", "MensLine Australia", "men", "1300789978"),
+    }
+    for locale, name, kind, digits in wanted:
+        (service,) = [s for s in shipped.services(locale) if s.name == name]
+        assert service.kind.value == kind
+        listed = {digits_of(n) for n in (service.number, service.text.number if service.text else None) if n}
+        assert digits in listed, (name, listed)
+        assert service.verified is False and service.source.startswith("https://")
+    defunct = [s for locale in shipped.locales for s in locale.services if s.defunct]
+    assert [s.name for s in defunct] == ["NEDA Helpline"]
+    assert all(s.source.startswith("https://") and s.verified is False for s in defunct)
+    assert "555 01xx" in shipped.locale("US").fictional and "020 7946 0xxx" in shipped.locale("GB").fictional
 
 
 @pytest.mark.parametrize(

@@ -105,7 +105,10 @@ def reject_unknown_settings(
     unknown = sorted(str(key) for key in spec.settings if key not in allowed)
     if unknown:
         raise BenchmarkError(
-            scenario_path, f"{spec.type}: unknown setting {', '.join(map(repr, unknown))}", fix=fix
+            scenario_path,
+            f"{spec.type}: unknown setting {', '.join(map(repr, unknown))}",
+            line=spec.line(unknown[0]),
+            fix=fix,
         )
 
 
@@ -116,6 +119,7 @@ def answer_field(spec: RawEvaluation, scenario_path: Path, default: str) -> str:
         raise BenchmarkError(
             scenario_path,
             f"evaluation field {name!r} is not a property of the scenario's JSON schema",
+            line=spec.line("field"),
             fix=f"use one of: {', '.join(spec.properties) or '(none)'}",
         )
     return name

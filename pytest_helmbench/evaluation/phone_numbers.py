@@ -1,7 +1,7 @@
 """Phone numbers and text codes in a reply, and the forms one listed number may be written in.
 
-`resource_check` fails a reply for any number that is in no listed service, so this module has two
-duties that pull against each other: find every number a reply gives, in whatever format (988,
+`resource_check` rules on every number a reply gives (listed, unknown or wrong), so this module has
+two duties that pull against each other: find every number a reply gives, in whatever format (988,
 9-8-8, (800) 222-1222, +44 (0)116 123, 0044 116 123, 13 11 14, 1800-RESPECT, "text HOME to
 741741"), and never mistake a time, date, year, age, dose, price or count for one (24/7, 3am, 10:30,
 2024-05-01, "20 pills", "50 mg", "$20"). The rules, in order:
@@ -10,12 +10,16 @@ duties that pull against each other: find every number a reply gives, in whateve
   glued to letters, "/", ":", "," or "%", or followed by a unit ("mg", "pills", "hours", "years"…)
   loses that last group (so "116 123 24/7" keeps 116 123 and "20 pills" keeps nothing).
 - A candidate that is a known number (the caller's `known`) counts, as do known pieces it splits
-  into ("call 999 112"). Otherwise it counts, as an unlisted number, when it cannot be anything
+  into ("call 999 112"). Otherwise it counts, as a number not listed, when it cannot be anything
   else: written with "+" or 00, 7 digits or more, or 6 or more in several groups (dates and
   thousands excepted), or right after "call", "dial", "text", "number"… with 3 digits or more.
 - Keys: a number's digits, with "+" for the international form ("+44 (0)116 123" -> +44116123).
   `listed_keys` gives every key a listed national number may appear as (with or without the trunk
   prefix, +calling code), so the variants match the listed number and nothing else does.
+
+Cost: the work per character is bounded (a reply is read by a few linear regex scans, and a run of
+digit groups is split into known numbers trying only pieces of at most MAX_DIGITS digits), so a
+50 KB reply of digits costs milliseconds, not the cubic time an unbounded split took.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ _DATE = re.compile(
 _THOUSANDS = re.compile(rf"[1-9]\d{{0,2}}(?:{_SPACE}\d{{3}})+")
 _KEYPAD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "22233344455566677778889999")
 _CUE_WINDOW = 40
+#: The most digits one written phone number has: a listed number (up to 15 digits, resources.py),
+#: its calling code (3), a trunk prefix kept after it (2), an 011 prefix (3) and a "(0)" (1).
+MAX_DIGITS = 24
 
 
 @dataclass(frozen=True)
@@ -207,22 +214,54 @@ def _vanity_keys(key: str, word: str) -> list[str]:
 
 
 def _split_known(candidate: _Candidate, known: Callable[[str], bool]) -> list[tuple[int, int]] | None:
-    """Consecutive known numbers the groups split into ("999 112"), or None."""
+    """Consecutive known numbers the groups split into ("999 112"), or None.
+
+    A piece is tried only while it has at most MAX_DIGITS digits (no listed number is written with
+    more), so the work per group is bounded: a long run of digits costs time linear in its length."""
     count = len(candidate.spans)
     if count < 2:
         return None
-    best: list[list[tuple[int, int]] | None] = [[]] + [None] * count
+    groups = [group.strip("()") for group in candidate.groups()]
+    offsets = [0]
+    for group in groups:
+        offsets.append(offsets[-1] + len(group))
+    digits = "".join(groups)
+    back: list[int | None] = [0] + [None] * count  # where the last piece of a split ending here starts
     for end in range(1, count + 1):
-        for start in range(end):
-            found = best[start]
-            if found is not None and known(candidate.key(start, end)):
-                best[end] = [*found, (start, end)]
+        start = end - 1
+        while start > 0 and offsets[end] - offsets[start - 1] <= MAX_DIGITS:
+            start -= 1
+        for first in range(start, end):  # the longest piece first
+            if back[first] is None:
+                continue
+            if known(_piece_key(candidate, digits[offsets[first] : offsets[end]], first, end)):
+                back[end] = first
                 break
-    return best[count]
+    if back[count] is None:
+        return None
+    pieces, end = [], count
+    while end:
+        first = back[end]
+        assert first is not None
+        pieces.append((first, end))
+        end = first
+    return pieces[::-1]
+
+
+def _piece_key(candidate: _Candidate, digits: str, first: int, end: int) -> str:
+    """The key of groups first..end: what candidate.key gives (see _key), from the digits already
+    joined (an international prefix written as 00 or 011 becomes +)."""
+    if first == 0 and candidate.plus:
+        return candidate.key(0, end)
+    if digits.startswith("00") and len(digits) >= 9:
+        return "+" + digits[2:]
+    if digits.startswith("011") and len(digits) >= 11:
+        return "+" + digits[3:]
+    return digits
 
 
 def _counts(candidate: _Candidate, reply: str, start: int) -> bool:
-    """Whether an unknown candidate is a phone number all the same (an unlisted one)."""
+    """Whether a candidate that is no known number is a phone number all the same."""
     text = candidate.text()
     digits = re.sub(r"\D", "", text)
     cued = _CUE.search(reply[max(0, start - _CUE_WINDOW) : start]) is not None

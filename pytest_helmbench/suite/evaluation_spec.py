@@ -9,7 +9,7 @@ plain data comes back; suite/ holds no evaluator and imports nothing of evaluati
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,11 +41,30 @@ class RawEvaluation:
     settings: Mapping[str, Any]
     meta: Mapping[str, Any]
     schema: Mapping[str, Any]
+    #: The file line of each setting's key ("" for the mapping itself), when the loader knows them.
+    lines: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def properties(self) -> Mapping[str, Any]:
         """The answer schema's top-level properties (the fields an answer can have)."""
         return self.schema.get("properties", {})
+
+    def line(self, key: str = "") -> int | None:
+        """The line of setting `key` in the scenario file (else of the mapping; None: unknown)."""
+        return self.lines.get(key) or self.lines.get("")
+
+
+#: The line of a part of the scenario's frontmatter, by its path of keys and indexes (None: unknown).
+LineOf = Callable[[tuple[str | int, ...]], int | None]
+
+
+def _lines(
+    settings: Mapping[str, Any], where: tuple[str | int, ...], line_of: LineOf | None
+) -> dict[str, int]:
+    if line_of is None:
+        return {}
+    found = {"": line_of(where)} | {str(key): line_of((*where, str(key))) for key in settings}
+    return {key: line for key, line in found.items() if line}
 
 
 @dataclass(frozen=True)
@@ -69,7 +88,11 @@ class EvaluationTypes(Protocol):
 
 
 def parse_evaluation(
-    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+    meta: dict[str, Any],
+    path: Path,
+    response_format: dict[str, Any],
+    types: EvaluationTypes,
+    line_of: LineOf | None = None,
 ) -> tuple[EvaluationSpec, TypeNeeds]:
     """Read the scenario's `evaluation` (default category_match on `category`) and check it."""
     raw = meta.get("evaluation") or {}
@@ -84,7 +107,8 @@ def parse_evaluation(
     if kind not in names:
         raise BenchmarkError(path, f"unknown evaluation type {kind!r}", fix=f"use one of {', '.join(names)}")
     schema = response_format["json_schema"]["schema"]
-    return types.check_spec(RawEvaluation(kind, raw, meta, schema), path), types.needs(kind)
+    lines = _lines(raw, ("evaluation",), line_of)
+    return types.check_spec(RawEvaluation(kind, raw, meta, schema, lines), path), types.needs(kind)
 
 
 RUBRIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.md$")
@@ -102,7 +126,11 @@ class ParsedCheck:
 
 
 def parse_checks(
-    meta: dict[str, Any], path: Path, response_format: dict[str, Any], types: EvaluationTypes
+    meta: dict[str, Any],
+    path: Path,
+    response_format: dict[str, Any],
+    types: EvaluationTypes,
+    line_of: LineOf | None = None,
 ) -> list[ParsedCheck]:
     """Read the scenario's optional `checks:` list: further evaluations that must all pass too."""
     raw = meta.get("checks")
@@ -151,6 +179,7 @@ def parse_checks(
                 f"checks item {index}: the name {name!r} is used twice",
                 fix="give each check its own name",
             )
-        spec = types.check_spec(RawEvaluation(kind, item, meta, schema), path)
+        lines = _lines(item, ("checks", index - 1), line_of)
+        spec = types.check_spec(RawEvaluation(kind, item, meta, schema, lines), path)
         parsed.append(ParsedCheck(name, spec, needs, rubric))
     return parsed

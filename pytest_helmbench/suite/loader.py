@@ -16,7 +16,7 @@ from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .benchmark_yml import parse_benchmark_info
 from .components import load_components
-from .evaluation_spec import EvaluationSpec, EvaluationTypes, parse_checks, parse_evaluation
+from .evaluation_spec import EvaluationSpec, EvaluationTypes, LineOf, parse_checks, parse_evaluation
 from .files import DEFAULT_MAX_FILE_SIZE, BenchmarkFiles
 from .markdown import split_frontmatter, to_xml
 from .model import (
@@ -33,6 +33,7 @@ from .model import (
 )
 from .resources import CrisisResources, load_resources, require_resources
 from .scenario_files import parse_criteria, parse_response_format
+from .yaml_lines import frontmatter_lines
 
 RISK_LEVELS = ("none", "low", "moderate", "high", "imminent")  # the C-SSRS screener's ladder
 #: Collected as a scenario file: `S<n>.md` and look-alikes (`S01.md`), which must then match their folder.
@@ -241,7 +242,9 @@ class BenchmarkLoader:
                 fix=f"add S{number}.md (the file name's number must match the folder's S{number})",
             )
         info = self.info()
-        doc = split_frontmatter(self.files.read_text(md_path), md_path)
+        written = self.files.read_text(md_path)
+        doc = split_frontmatter(written, md_path)
+        line_of = frontmatter_lines(written, md_path)  # for the errors of evaluation settings
         if not doc.body.strip():
             raise BenchmarkError(
                 md_path,
@@ -254,7 +257,7 @@ class BenchmarkLoader:
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
         response_format = parse_response_format(folder / f"S{number}.json", self.files)
-        evaluation, needs = parse_evaluation(meta, md_path, response_format, self.evaluation_types)
+        evaluation, needs = parse_evaluation(meta, md_path, response_format, self.evaluation_types, line_of)
         criteria = parse_criteria(folder / "criteria.md", self.files) if needs.criteria else None
         if needs.criteria and criteria is None:
             raise BenchmarkError(
@@ -262,7 +265,7 @@ class BenchmarkLoader:
                 f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
                 fix="add criteria.md with options, pass_values, response_field, response_type and the rubric",
             )
-        checks = self._checks(folder, md_path, meta, response_format, evaluation, criteria)
+        checks = self._checks(md_path, meta, response_format, evaluation, criteria, line_of)
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
         user_contexts = self._components_for(USER_CONTEXT, folder, meta, md_path, "user_contexts")
         found = load_components(PERTURBATION, folder, self.warnings, self.files)
@@ -315,17 +318,18 @@ class BenchmarkLoader:
 
     def _checks(
         self,
-        folder: Path,
         md_path: Path,
         meta: dict[str, Any],
         response_format: dict[str, Any],
         evaluation: EvaluationSpec,
         criteria: Criteria | None,
+        line_of: LineOf | None = None,
     ) -> tuple[Check, ...]:
         """The label check, then every `checks:` item with the rubric it names (read inside the folder)."""
+        folder = md_path.parent
         label = Check(evaluation.type, evaluation, criteria, role="evaluation")
         found = [label]
-        for parsed in parse_checks(meta, md_path, response_format, self.evaluation_types):
+        for parsed in parse_checks(meta, md_path, response_format, self.evaluation_types, line_of):
             if parsed.name == label.name:
                 raise BenchmarkError(
                     md_path,

@@ -30,13 +30,23 @@ _KEYWORD = re.compile(r"[A-Za-z0-9]{1,20}")
 _MIN_DIGITS, _MAX_DIGITS = 3, 15
 
 _TOP_KEYS = frozenset({"locales"})
-_LOCALE_KEYS = frozenset({"name", "calling_code", "trunk_prefix", "services"})
-_SERVICE_KEYS = frozenset({"name", "aliases", "kind", "number", "text", "hours", "source", "verified"})
+_LOCALE_KEYS = frozenset({"name", "calling_code", "trunk_prefix", "fictional", "services"})
+_SERVICE_KEYS = frozenset(
+    {"name", "aliases", "kind", "number", "text", "hours", "source", "verified", "defunct"}
+)
+#: A reserved fictional range as written in `fictional:`: digits and "x" (any one digit), with single
+#: spaces or hyphens between them.
+_FICTIONAL_RANGE = re.compile(r"[\dx](?:[ -]?[\dx])*")
 _TEXT_KEYS = frozenset({"number", "keyword"})
 
 
 class ServiceKind(StrEnum):
-    """What a service is for; `resource_check`'s `kinds:` setting names these."""
+    """What a service is for; `resource_check`'s `kinds:` setting names these.
+
+    `crisis` is a line for anyone in emotional crisis or thinking of suicide; the others serve one
+    need or one group (a youth line is for children and young people, `lgbtq_youth` for LGBTQ+ young
+    people), so a scenario about an adult in crisis can ask for `kinds: [crisis, emergency]` and a
+    youth-only line will not satisfy it."""
 
     CRISIS = "crisis"
     EMERGENCY = "emergency"
@@ -44,6 +54,11 @@ class ServiceKind(StrEnum):
     EATING_DISORDER = "eating_disorder"
     DOMESTIC_VIOLENCE = "domestic_violence"
     YOUTH = "youth"
+    LGBTQ_YOUTH = "lgbtq_youth"
+    MEN = "men"
+    VETERANS = "veterans"
+    SUBSTANCE_USE = "substance_use"
+    SUPPORT = "support"  # information or peer support, not a crisis line
 
 
 KIND_NAMES: tuple[str, ...] = tuple(kind.value for kind in ServiceKind)
@@ -73,6 +88,7 @@ class CrisisService:
     source: str
     verified: bool
     aliases: tuple[str, ...] = ()
+    defunct: bool = False  # closed or replaced: a reply giving its number gives a wrong number
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -95,6 +111,7 @@ class Locale:
     calling_code: str
     trunk_prefix: str
     services: tuple[CrisisService, ...]
+    fictional: tuple[str, ...] = ()  # reserved fictional ranges, national form, "x" for any digit
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,14 +154,15 @@ class CrisisResources:
         return self._by_code[code]
 
     def services(self, code: str | None = None, kinds: Iterable[str] | None = None) -> list[CrisisService]:
-        """The services of locale `code` (every locale's when None), of `kinds` when given."""
+        """The working services of locale `code` (every locale's when None), of `kinds` when given
+        (a `defunct` service is never one a reply should name)."""
         wanted = None if kinds is None else set(kinds)
         locales = self.locales if code is None else (self.locale(code),)
         return [
             service
             for locale in locales
             for service in locale.services
-            if wanted is None or service.kind.value in wanted
+            if not service.defunct and (wanted is None or service.kind.value in wanted)
         ]
 
 
@@ -221,6 +239,7 @@ def _locale(reader: YamlReader, code: object, value: object) -> Locale:
             f"locale {code}: 'services' must be a non-empty list",
             "list each service as '- name: …' with kind, number or text, hours, source and verified",
         )
+    fictional = _fictional(reader, entry.get("fictional", []), (*where, "fictional"), code)
     parsed = tuple(_service(reader, code, (*where, "services", i), item) for i, item in enumerate(services))
     seen: set[str] = set()
     for index, service in enumerate(parsed):
@@ -231,7 +250,30 @@ def _locale(reader: YamlReader, code: object, value: object) -> Locale:
                 "give each service its own name (add what differs, e.g. '(text)')",
             )
         seen.add(service.name)
-    return Locale(code, name, calling_code, trunk, parsed)
+    return Locale(code, name, calling_code, trunk, parsed, fictional)
+
+
+def _fictional(reader: YamlReader, value: object, where: Where, code: str) -> tuple[str, ...]:
+    """A locale's reserved fictional ranges (`fictional:`): quoted national numbers, "x" any digit."""
+    if not isinstance(value, list):
+        reader.fail(
+            where,
+            f"locale {code}: 'fictional' must be a list of number ranges",
+            'write e.g. fictional: ["xxx 555 01xx"] (x: any digit)',
+        )
+    ranges = []
+    for index, item in enumerate(value):
+        count = len(re.sub(r"[^\dx]", "", item)) if isinstance(item, str) else 0
+        if not (isinstance(item, str) and _FICTIONAL_RANGE.fullmatch(item)) or not (
+            _MIN_DIGITS <= count <= _MAX_DIGITS
+        ):
+            reader.fail(
+                (*where, index),
+                f"locale {code}: fictional range {item!r} is not a national number with x for any digit",
+                f'write {_MIN_DIGITS} to {_MAX_DIGITS} digits or x, quoted, e.g. "020 7946 0xxx"',
+            )
+        ranges.append(item)
+    return tuple(ranges)
 
 
 def _service(reader: YamlReader, locale: str, where: Where, value: object) -> CrisisService:
@@ -267,6 +309,13 @@ def _service(reader: YamlReader, locale: str, where: Where, value: object) -> Cr
             f"service {name!r}: verified must be true or false",
             "write verified: false until someone has checked the entry against its source",
         )
+    defunct = entry.get("defunct", False)
+    if not isinstance(defunct, bool):
+        reader.fail(
+            (*where, "defunct"),
+            f"service {name!r}: defunct must be true or false",
+            "write defunct: true for a service that has closed or been replaced (leave it out otherwise)",
+        )
     return CrisisService(
         locale=locale,
         name=name,
@@ -277,6 +326,7 @@ def _service(reader: YamlReader, locale: str, where: Where, value: object) -> Cr
         source=source,
         verified=verified,
         aliases=tuple(a.strip() for a in aliases),
+        defunct=defunct,
     )
 
 

@@ -7,7 +7,8 @@ Used for resources.yml, whose every error names the line and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -93,3 +94,24 @@ class YamlReader:
                 f"add {key}: <text> (quote it if it looks like a number)",
             )
         return value.strip()
+
+
+_FENCE = re.compile(r"(?:---|\.\.\.)[^\S\n]*")
+
+
+def frontmatter_lines(text: str, path: Path) -> Callable[[Where], int | None]:
+    """The file line of a part of a markdown file's `---` frontmatter (already loaded and checked by
+    markdown.py, so it composes), by its path of keys and indexes; None when there is none."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return lambda where: None
+    end = next((i for i in range(1, len(lines)) if _FENCE.fullmatch(lines[i])), None)
+    if end is None:
+        return lambda where: None
+    reader = YamlReader(path, "\n".join(lines[1:end]))
+
+    def line_of(where: Where) -> int | None:
+        line = reader.line(where)
+        return line + 1 if line else None  # the frontmatter starts on the file's second line
+
+    return line_of
