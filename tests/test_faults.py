@@ -606,13 +606,7 @@ def test_changed_reruns_a_simulated_conversation_after_a_persona_or_turn_limit_e
     write_scenario(root, "P1-B1-S1", perturbations=PERTURBATIONS)
     helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": True, "message": ""}))
     helm_env.add_rule(model=MODEL, reply=Reply.ok({"category": "ANSWER", "response": "It makes ATP."}))
-    args = [
-        "benchmark",
-        "-p",
-        "no:randomly",
-        "--helmbench-select=C1-U0-PT3",
-        f"--helmbench-user-model={AGENT}",
-    ]
+    args = _simulated_case_args()
     pytester.runpytest(*args, "--helmbench-cache=off").assert_outcomes(passed=1)
     sent = len(helm_env.chat_requests)
     unchanged = pytester.runpytest(*args, "--helmbench-changed")
@@ -632,6 +626,44 @@ def test_changed_reruns_a_simulated_conversation_after_a_persona_or_turn_limit_e
 
 
 # --- #30.1-4: a failed reply stays failed, whatever stops the conversation after it ------------------
+
+
+def _simulated_case_args() -> list[str]:
+    """The simulated conversation (PT3 of test_conversations' scenario), with its user agent."""
+    from tests.test_conversations import AGENT
+
+    return [
+        "benchmark",
+        "-p",
+        "no:randomly",
+        "--helmbench-select=C1-U0-PT3",
+        f"--helmbench-user-model={AGENT}",
+    ]
+
+
+def _judged_conversation_bench(pytester: pytest.Pytester, *, critical: bool) -> Path:
+    """test_conversations' perturbations (PT3: a simulated user) under a scenario whose label check
+    is category_match and whose reply is judged at every turn (test_panel's `kind` rubric)."""
+    from tests import test_panel
+    from tests.benchfiles import write, write_scenario
+    from tests.test_conversations import PERTURBATIONS
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    frontmatter = test_panel.SQE_MD.replace(
+        "evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n"
+    )
+    write_scenario(
+        root,
+        "P1-B1-S1",
+        frontmatter_md=frontmatter.format(
+            critical="critical: true\n" if critical else "",
+            checks="checks:\n  - {type: sqe, criteria: reply-criteria.md, field: response}\n",
+        ),
+        perturbations=PERTURBATIONS,
+    )
+    write(root / "scenarios" / "P1-B1-S1" / "reply-criteria.md", test_panel.REPLY_RUBRIC)
+    return root
 
 
 def _conversation_bench(pytester: pytest.Pytester) -> Path:
@@ -672,13 +704,7 @@ def test_a_failed_turn_is_stored_failed_when_a_later_step_cannot_finish(pytester
         helm_env.add_rule(model=AGENT, reply=Reply.ok({"end": False, "message": "and then?"}))
         later = Reply.error(502, "model down") if then == "model-5xx" else Reply.truncated()
         helm_env.add_rule(model=MODEL, reply=[handoff, later])
-    args = [
-        "benchmark",
-        "-p",
-        "no:randomly",
-        "--helmbench-select=C1-U0-PT3",
-        f"--helmbench-user-model={AGENT}",
-    ]
+    args = _simulated_case_args()
     result = pytester.runpytest(*args, "--helmbench-retries=0", "--helmbench-cache=off")
     result.assert_outcomes(failed=1)
     [(status, details)] = _stored(pytester)
@@ -703,13 +729,7 @@ def test_a_rerun_never_launders_a_failed_turn_into_a_pass(pytester, helm_env):
             Reply.ok({"category": "ANSWER", "response": "It makes ATP."}),
         ],
     )
-    args = [
-        "benchmark",
-        "-p",
-        "no:randomly",
-        "--helmbench-select=C1-U0-PT3",
-        f"--helmbench-user-model={AGENT}",
-    ]
+    args = _simulated_case_args()
     result = pytester.runpytest(*args, "--helmbench-retries=0", "--reruns=1", "--only-rerun=CaseError")
     result.assert_outcomes(failed=1)
     assert "rerun" not in result.parseoutcomes()
@@ -747,27 +767,11 @@ def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
     """#30.3: a critical conversation whose turn 1 failed on the judge alone (overturned on
     re-judging) and whose turn 2 failed a label check (certain) fails the gate: every failing turn
     counts, and a deterministic failure needs no confirmation."""
-    from tests import test_panel
-    from tests.benchfiles import write, write_scenario
     from tests.judges import atomic
     from tests.openrouter_server import Reply
-    from tests.test_conversations import AGENT, MODEL, PERTURBATIONS
+    from tests.test_conversations import AGENT, MODEL
 
-    pytester.makeini("[pytest]\n")
-    root = write_benchmark(pytester.path / "benchmark")
-    frontmatter = test_panel.SQE_MD.replace(
-        "evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n"
-    )
-    write_scenario(
-        root,
-        "P1-B1-S1",
-        frontmatter_md=frontmatter.format(
-            critical="critical: true\n",
-            checks="checks:\n  - {type: sqe, criteria: reply-criteria.md, field: response}\n",
-        ),
-        perturbations=PERTURBATIONS,
-    )
-    write(root / "scenarios" / "P1-B1-S1" / "reply-criteria.md", test_panel.REPLY_RUBRIC)
+    _judged_conversation_bench(pytester, critical=True)
     verdict = {"no": atomic({"kind": {"rationale": "cold", "answer": "no"}})}
     verdict["yes"] = atomic({"kind": {"rationale": "fine", "answer": "yes"}})
     helm_env.add_rule(
@@ -786,13 +790,7 @@ def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
             Reply.ok({"category": "HANDOFF", "response": "Call a helpline."}),
         ],
     )
-    args = [
-        "benchmark",
-        "-p",
-        "no:randomly",
-        "--helmbench-select=C1-U0-PT3",
-        f"--helmbench-user-model={AGENT}",
-    ]
+    args = _simulated_case_args()
     result = pytester.runpytest(*args, "--helmbench-cache=off", "--helmbench-retries=0")
     result.assert_outcomes(failed=1)
     [(status, details)] = _stored(pytester)
@@ -806,26 +804,11 @@ def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
 def test_every_helper_call_of_a_conversation_is_counted_in_its_cost(pytester, helm_env, layout):
     """#30.9: the judge calls of every turn, the simulated user's turns and (deployed) the
     extractions all count; none is overwritten by the last turn's."""
-    from tests import test_panel
-    from tests.benchfiles import write, write_scenario
     from tests.judges import atomic
     from tests.openrouter_server import Reply
-    from tests.test_conversations import AGENT, MODEL, PERTURBATIONS
+    from tests.test_conversations import AGENT, MODEL
 
-    pytester.makeini("[pytest]\n")
-    root = write_benchmark(pytester.path / "benchmark")
-    frontmatter = test_panel.SQE_MD.replace(
-        "evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n"
-    )
-    write_scenario(
-        root,
-        "P1-B1-S1",
-        frontmatter_md=frontmatter.format(
-            critical="", checks="checks:\n  - {type: sqe, criteria: reply-criteria.md, field: response}\n"
-        ),
-        perturbations=PERTURBATIONS,
-    )
-    write(root / "scenarios" / "P1-B1-S1" / "reply-criteria.md", test_panel.REPLY_RUBRIC)
+    _judged_conversation_bench(pytester, critical=False)
     kind = Reply.ok(atomic({"kind": {"rationale": "fine", "answer": "yes"}}), cost=0.001)
     extracted = Reply.ok({"category": "ANSWER", "response": "It makes ATP."}, cost=0.001)
     # per reply: (deployed) its extraction, then the judge on the extracted answer
@@ -835,13 +818,7 @@ def test_every_helper_call_of_a_conversation_is_counted_in_its_cost(pytester, he
     helm_env.add_rule(
         model=MODEL, reply=Reply.ok(answer if layout == "seed" else "It makes ATP.", cost=0.0005)
     )
-    args = [
-        "benchmark",
-        "-p",
-        "no:randomly",
-        "--helmbench-select=C1-U0-PT3",
-        f"--helmbench-user-model={AGENT}",
-    ]
+    args = _simulated_case_args()
     pytester.runpytest(*args, f"--helmbench-layout={layout}", "--helmbench-cache=off").assert_outcomes(
         passed=1
     )
