@@ -12,7 +12,8 @@ In the order pytest calls them:
 - `state` — what the phases share (settings, services built lazily, tallies, notes);
 - `collect` — which benchmark is collected, one File per scenario (`items`: the File and Item nodes);
 - `select` — every narrowing of the collected cases, in run order (one modifyitems wrapper);
-- `run` — prepare the run, prefetch calls, make each case's report;
+- `run` — prepare the run (`preflight`: what no run may start with), prefetch calls, make each
+  case's report;
 - `controller` — the process that writes: resume plans, recording, finishing, summary, exit status;
 - `xdist` — only with pytest-xdist: the workers' data and a crashed worker's case;
 - `outputs` — JUnit XML metadata and pytest-html's columns and summary;
