@@ -397,6 +397,45 @@ def test_lifecycle_with_stand_in_backend(fake_backend: Path, tmp_path: Path) -> 
     assert "n_ctx=3072 n_parallel=3 alias=['local/x'] penalty=1.10 host=['127.0.0.1']" in text
 
 
+def test_the_server_gets_a_per_session_key_in_its_environment_not_its_command_line(
+    fake_backend: Path, tmp_path: Path
+) -> None:
+    """#30.18: the embedded server answers only this session (its key is not on the command line,
+    which every local user can read)."""
+    first = LocalServer(fake_backend, log_path=tmp_path / "a.log")
+    second = LocalServer(fake_backend, log_path=tmp_path / "b.log")
+    assert len(first.api_key) >= 32 and first.api_key != second.api_key
+    assert first.api_key not in " ".join(first._command())
+    assert first._child_env()[ls.KEY_ENV_NAME] == first.api_key
+
+
+def test_a_dead_server_stops_its_model_at_once(fake_backend: Path, tmp_path: Path) -> None:
+    """#30.15: a killed server is one clear rejection (which stops its model), not a minute of
+    retries per remaining case; a worker without the process probes the server's health."""
+    from pytest_helmbench.providers.chat import ChatRequest, ModelRejected
+    from pytest_helmbench.providers.http import ClientOptions
+    from pytest_helmbench.providers.local import _local_client_class
+
+    server = LocalServer(fake_backend, log_path=tmp_path / "server.log")
+    base_url = server.start()
+    request = ChatRequest("local/x", [{"role": "user", "content": "hi"}], None)
+    options = ClientOptions(api="openai", retries=0, backoff=0.0, free=True)
+    here = _local_client_class()(base_url, server.api_key, options)
+    here.server = server
+    worker = _local_client_class()(base_url, server.api_key, options)  # an xdist worker's: no process
+    try:
+        os.kill(server.pid, signal.SIGKILL)
+        assert _wait_port_closed(urlsplit(base_url).port, timeout=10)
+        with pytest.raises(ModelRejected, match="the local model server died"):
+            here.complete(request)
+        with pytest.raises(ModelRejected, match="no longer answers"):
+            worker.complete(request)
+    finally:
+        here.close()
+        worker.close()
+        server.stop()
+
+
 def test_log_is_appended_across_starts(fake_backend: Path, tmp_path: Path) -> None:
     log_path = tmp_path / "server.log"
     for _ in range(2):
@@ -604,7 +643,10 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
             },
         }
         with httpx.Client(trust_env=False, timeout=120) as client:
-            response = client.post(f"{server.base_url}/chat/completions", json=body)
+            refused = client.post(f"{server.base_url}/chat/completions", json=body)
+            assert refused.status_code == 401, "another local user's call, without this session's key"
+            key = {"Authorization": f"Bearer {server.api_key}"}
+            response = client.post(f"{server.base_url}/chat/completions", json=body, headers=key)
         assert response.status_code == 200, response.text
         data = response.json()
         choice = data["choices"][0]
@@ -616,7 +658,7 @@ def test_real_server_schema_constrained_completion(smollm2_weights: Path, tmp_pa
         # flight to any llama.cpp server reads it there (providers/http.py, probe_slots).
         from pytest_helmbench.providers.http import ChatClient, ClientOptions
 
-        chat = ChatClient(server.base_url, "", ClientOptions(api="openai"))
+        chat = ChatClient(server.base_url, server.api_key, ClientOptions(api="openai"))
         try:
             slots = chat.probe_slots(64)
             assert isinstance(slots, int) and slots >= 1 and chat.slots == slots

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import ModelConfig
 from ..base import ClientCache, ModelClient, Provider, ProviderContext
-from ..chat import ChatRequest, ChatResponse, Pricing
+from ..chat import CallError, ChatRequest, ChatResponse, ModelRejected, Pricing
 from ..progress import megabytes, say
 from .ids import is_local_model
 
@@ -38,7 +38,8 @@ class LocalProvider(Provider):
 
     def __init__(self) -> None:
         self.urls: dict[str, str] = {}  # model id -> http://127.0.0.1:PORT/v1
-        self._servers: list[LocalServer] = []
+        self.keys: dict[str, str] = {}  # model id -> its server's key for this session
+        self._servers: dict[str, LocalServer] = {}
         self._clients = ClientCache()
 
     def handles(self, model_id: str) -> bool:
@@ -56,7 +57,8 @@ class LocalProvider(Provider):
             slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
             log_path = context.base_dir / ".helmbench" / f"{slug}.log"
             server = LocalServer(weights, log_path=log_path, alias=model_id)
-            self._servers.append(server)
+            self._servers[model_id] = server
+            self.keys[model_id] = server.api_key
             say(f"starting local model {model_id} ({megabytes(weights.stat().st_size)}) on 127.0.0.1 …")
             started = time.monotonic()
             self.urls[model_id] = server.start()
@@ -79,7 +81,11 @@ class LocalProvider(Provider):
                 api="openai", timeout=timeout, retries=settings.retries, backoff=settings.backoff, free=True
             )
             limiter = AdaptiveLimiter(LOCAL_PARALLEL)
-            return _local_client_class()(base_url, "", options, limiter=limiter, cancel=context.cancel)
+            client = _local_client_class()(
+                base_url, self.keys.get(model.id, ""), options, limiter=limiter, cancel=context.cancel
+            )
+            client.server = self._servers.get(model.id)  # None in an xdist worker: probed instead
+            return client
 
         return self._clients.get((base_url, timeout), create)
 
@@ -91,17 +97,34 @@ class LocalProvider(Provider):
         return f"local:{model.id}"
 
     def worker_data(self) -> dict[str, Any]:
-        return {"urls": dict(self.urls)}
+        return {"urls": dict(self.urls), "keys": dict(self.keys)}
 
     def from_worker_data(self, data: dict[str, Any]) -> None:
         self.urls.update(data.get("urls") or {})
+        self.keys.update(data.get("keys") or {})
 
     def close(self) -> None:
         self._clients.close()
-        servers, self._servers = self._servers, []
-        for server in servers:
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
             server.stop()
         self.urls.clear()
+        self.keys.clear()
+
+
+def _answers(base_url: str) -> bool:
+    """The server at `base_url` (…/v1) answers its health check."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(base_url.removesuffix("/v1") + "/health", timeout=2):
+            return True
+    except urllib.error.HTTPError:  # it is there (busy or loading)
+        return True
+    except OSError:  # refused: nothing listens any more
+        return False
 
 
 def _local_client_class() -> type[ChatClient]:
@@ -110,7 +133,26 @@ def _local_client_class() -> type[ChatClient]:
     from .schema import local_request
 
     class LocalChatClient(ChatClient):
+        """A dead server is said once, as a rejection that stops its model (every remaining case would
+        otherwise retry for a minute and the run end `completed`)."""
+
+        server: LocalServer | None = None  # this process started it (else an xdist worker: probed)
+
         def complete(self, request: ChatRequest) -> ChatResponse:
-            return super().complete(local_request(request))
+            self._refuse_if_dead()
+            try:
+                return super().complete(local_request(request))
+            except ModelRejected:
+                raise
+            except CallError:
+                self._refuse_if_dead(probe=True)
+                raise
+
+        def _refuse_if_dead(self, probe: bool = False) -> None:
+            died = self.server.death() if self.server is not None else None
+            if died is None and probe and self.server is None and not _answers(self.base_url):
+                died = f"the local model server at {self.base_url} no longer answers (it died?)"
+            if died is not None:
+                raise ModelRejected(died)
 
     return LocalChatClient

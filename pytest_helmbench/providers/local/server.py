@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -30,6 +31,8 @@ from typing import NoReturn
 from .ids import INSTALL_HINT, LocalProviderError
 
 log = logging.getLogger(__name__)
+
+KEY_ENV_NAME = "HELMBENCH_LOCAL_SERVER_KEY"  # how the parent hands the child its key
 
 _LOG_TAIL_LINES = 40
 # Health checks go straight to 127.0.0.1, never through a proxy configured in the environment.
@@ -117,6 +120,9 @@ class LocalServer:
         self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
         self.repeat_penalty = repeat_penalty
         self.base_url: str | None = None
+        # This session's key: the server answers no other local user's calls (passed to the child in
+        # its environment, never on its command line, which every user can read).
+        self.api_key = secrets.token_urlsafe(24)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -128,6 +134,12 @@ class LocalServer:
     def running(self) -> bool:
         """False once stopped, or if the server process died after start."""
         return self._proc is not None and self._proc.poll() is None
+
+    def death(self) -> str | None:
+        """Why the started server is no longer there (None while it runs, or before it started)."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        return f"the local model server died (exit code {self._proc.returncode}); its log: {self.log_path}"
 
     def start(self) -> str:
         """Start the server, wait until /health answers, and return ``http://127.0.0.1:PORT/v1``."""
@@ -179,9 +191,9 @@ class LocalServer:
             command += ["--threads", str(self.threads)]
         return command
 
-    @staticmethod
-    def _child_env() -> dict[str, str]:
+    def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env[KEY_ENV_NAME] = self.api_key
         paths = [_package_root(), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)
         return env
@@ -275,8 +287,10 @@ class LocalServer:
 # --------------------------------------------------------------------------------------------------
 
 
-def _build_params(xlc: ModuleType, args: argparse.Namespace) -> object:
+def _build_params(xlc: ModuleType, args: argparse.Namespace, api_key: str = "") -> object:
     params = xlc.CommonParams()
+    if api_key:  # every completion needs it (/health stays open)
+        params.api_keys = [api_key]
     params.model.path = str(args.weights)
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
@@ -312,9 +326,10 @@ def serve(args: argparse.Namespace) -> int:  # returns only on failure
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     threading.Thread(target=_watch_parent, daemon=True).start()
+    key = os.environ.pop(KEY_ENV_NAME, "")  # kept out of anything the server's children inherit
     try:
         xlc = import_xllamacpp()
-        server = xlc.Server(_build_params(xlc, args))
+        server = xlc.Server(_build_params(xlc, args, key))
     except (LocalProviderError, RuntimeError) as exc:
         log.error("could not start the server: %s", exc)
         return 1
