@@ -245,7 +245,7 @@ def build_settings(
     base_url_source: OptionSource = OptionSource.CLI,
 ) -> Settings:
     """Resolve options (via `get(name)`, already merged CLI > env > ini > default) into Settings;
-    `base_url_source` says where `get("base-url")` came from (state.py passes `option_source`'s)."""
+    `base_url_source` says where `get("base-url")` came from (plugin/state.py passes `option_source`'s)."""
     ids = [m.strip() for value in (get("model") or []) for m in str(value).split(",") if m.strip()]
     if not ids:
         ids = [m.id for m in models_file.models]

@@ -34,7 +34,7 @@ RootOption = typer.Option(
 
 def benchmark_root(root: Path | None) -> Path:
     """--root, else where `pytest` would look from here: ini helmbench_root (default benchmark),
-    relative to the rootdir pytest finds (cli_defaults.py)."""
+    relative to the rootdir pytest finds (cli/defaults.py)."""
     if root is not None:
         return root
     try:

@@ -43,7 +43,7 @@ class ExportFormat(StrEnum):
 
 def default_db() -> str:
     """The plugin's default from here: $HELMBENCH_DB, else ini helmbench_db, else helmbench.db in the
-    rootdir pytest finds (cli_defaults.py), so `helmbench costs` reads what `pytest` wrote."""
+    rootdir pytest finds (cli/defaults.py), so `helmbench costs` reads what `pytest` wrote."""
     try:
         return find_project().db_url
     except ConfigFileError as exc:

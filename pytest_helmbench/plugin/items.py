@@ -132,7 +132,7 @@ class CaseItem(pytest.Item):
     def setup(self) -> None:
         # JUnit XML reads user properties from the teardown report: set them when the case runs, not
         # at collection, where 20,000 items would each carry seven tuples they may never use. Under
-        # xunit2 they go to <system-out> instead (junit.py): pytest would write invalid <properties>.
+        # xunit2 they go to <system-out> instead (outputs.py): pytest would write invalid <properties>.
         if writes_properties(self.config) and not any(n == "helmbench_code" for n, _ in self.user_properties):
             self.user_properties.extend(self.junit_properties())  # once, even when rerun
         state = HelmbenchState.get(self.config)
@@ -235,9 +235,9 @@ def error_outcome(
 
 
 def shape_report(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """What pytest shows of a case (plugin.pytest_runtest_makereport): an error's text starts with its
+    """What pytest shows of a case (run.pytest_runtest_makereport): an error's text starts with its
     reason, as a failure's does; a skip (a dry run, a stopped model) points at the scenario file, not
-    at this module; JUnit XML gets the case's status and reason when it ends (see junit.py)."""
+    at this module; JUnit XML gets the case's status and reason when it ends (see outputs.py)."""
     value = call.excinfo.value if call.excinfo is not None else None
     if isinstance(value, CaseError):
         report.longrepr = item.reason_repr(value.outcome.reason, failure_text(value.outcome))

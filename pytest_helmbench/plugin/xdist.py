@@ -2,8 +2,8 @@
 prepare the run once the workers collected (the controller collects nothing itself), and record the
 case a crashed worker was running.
 
-Registered by plugin.pytest_configure when the xdist plugin is present (its hookspecs, such as
-`pytest_configure_node`, are unknown otherwise).
+Registered by the plugin's pytest_configure (plugin/__init__.py) when the xdist plugin is present
+(its hookspecs, such as `pytest_configure_node`, are unknown otherwise).
 """
 
 from __future__ import annotations
