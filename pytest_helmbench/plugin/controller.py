@@ -111,9 +111,8 @@ class ControllerHooks:
             stored_so_far = state.storage_error is None
             outcome = Outcome.from_dict(payload)
             record(state, outcome)
-            state.notes.unpriced[outcome.model] = state.notes.unpriced.get(
-                outcome.model, Unpriced()
-            ) + unpriced_of(outcome)
+            unpriced = state.notes.unpriced  # calls without a price, said in the summary
+            unpriced[outcome.model] = unpriced.get(outcome.model, Unpriced()) + unpriced_of(outcome)
             if stored_so_far and state.storage_error is not None:
                 self.stop_session(f"results cannot be recorded: {state.storage_error}")
         elif report.skipped and report.when == "setup" and _skip_reason(report) == DRY_RUN_REASON:
