@@ -587,10 +587,12 @@ def labelled_bench(tmp_path: Path) -> Path:
     return test_calibrate.small_bench.__wrapped__(tmp_path)
 
 
-def calibrate(root: Path, db_url: str, *args: str):
+def rate(root: Path, tmp_path: Path, ratings: Path):
+    """`helmbench calibrate --labels RATINGS` with the oracle judge, into tmp_path/cal.db."""
     from tests import test_calibrate
 
-    return test_calibrate.calibrate(root, db_url, *args)
+    db_url = f"sqlite:///{tmp_path / 'cal.db'}"
+    return test_calibrate.calibrate(root, db_url, "--marking-model", "oracle/judge", "--labels", str(ratings))
 
 
 def _ratings(tmp_path: Path, text: str, *, bom: bool = False) -> Path:
@@ -602,14 +604,7 @@ def _ratings(tmp_path: Path, text: str, *, bom: bool = False) -> Path:
 def test_ratings_with_a_byte_order_mark_are_read(labelled_bench, tmp_path):
     """Excel's "CSV UTF-8" starts with a BOM: the header is still item, rater, label."""
     path = _ratings(tmp_path, "item,rater,label\ncal-01,ann,pass\ncal-01,bob,pass\n", bom=True)
-    done = calibrate(
-        labelled_bench,
-        f"sqlite:///{tmp_path / 'cal.db'}",
-        "--marking-model",
-        "oracle/judge",
-        "--labels",
-        str(path),
-    )
+    done = rate(labelled_bench, tmp_path, path)
     assert done.exit_code == 0, done.output
     assert "human raters: 2 raters on 1 items" in done.stdout
 
@@ -630,14 +625,7 @@ def test_ratings_with_a_byte_order_mark_are_read(labelled_bench, tmp_path):
 )
 def test_ratings_that_would_mislead_are_refused_naming_the_lines(labelled_bench, tmp_path, text, message):
     path = _ratings(tmp_path, text)
-    done = calibrate(
-        labelled_bench,
-        f"sqlite:///{tmp_path / 'cal.db'}",
-        "--marking-model",
-        "oracle/judge",
-        "--labels",
-        str(path),
-    )
+    done = rate(labelled_bench, tmp_path, path)
     assert done.exit_code == 1 and f"error: {tmp_path}/{message}" in done.output, done.output
     assert "Traceback" not in done.output and not (tmp_path / "cal.db").exists()
 
@@ -653,14 +641,7 @@ def test_a_huge_ratings_file_is_refused_in_bounded_memory(labelled_bench, tmp_pa
         handle.write("item,rater,label\n")
         handle.writelines(f"cal-01,rater{n},pass\n" for n in range(rows))
     tracemalloc.start()
-    done = calibrate(
-        labelled_bench,
-        f"sqlite:///{tmp_path / 'cal.db'}",
-        "--marking-model",
-        "oracle/judge",
-        "--labels",
-        str(tmp_path / "ratings.csv"),
-    )
+    done = rate(labelled_bench, tmp_path, tmp_path / "ratings.csv")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert done.exit_code == 1 and f"more than {cli_calibrate.MAX_RATING_ROWS:,} ratings" in done.output
