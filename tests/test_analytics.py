@@ -775,3 +775,21 @@ def test_prop_wilson_contains_estimate(a: int, b: int) -> None:
     assert 0.0 <= low <= high <= 1.0
     if n:
         assert low <= successes / n <= high
+
+
+def test_a_failure_text_shows_an_atomic_judges_answers_and_no_false_expected_actual_pair() -> None:
+    """#31: a failure printed `judge verdict: None` beside a full rationale, and `expected: "SAFE"` /
+    `actual: "SAFE"` when the label was right and another check failed."""
+    from pytest_helmbench.execution.outcome import Outcome
+    from pytest_helmbench.reporting.terminal import failure_text
+
+    judge = {"answers": {"asks_safety": "no"}, "values": None, "rationale": "never asks"}
+    outcome = Outcome(
+        "failed", "[reply] asks_safety: no", "m/x", "P1-B1-S1-C1-PT1", "id", "prompt", "h", {},
+        expected="SAFE", actual="SAFE", details={"judge": judge},
+    )  # fmt: skip
+    text = failure_text(outcome)
+    assert "judge verdict: {'asks_safety': 'no'}" in text and "judge verdict: None" not in text
+    assert 'label as expected: "SAFE"' in text and "expected:" not in text.replace("label as expected", "")
+    wrong = failure_text(replace(outcome, actual="UNSAFE", details={}))
+    assert 'expected: "SAFE"' in wrong and 'actual:   "UNSAFE"' in wrong

@@ -31,11 +31,14 @@ def failure_text(outcome: Outcome) -> str:
         outcome.reason or "(no reason given)",
         f"HELMBench {head} {outcome.case_code} [{outcome.model}{layout}]",
     ]
-    if outcome.expected is not None or outcome.actual is not None:
+    if outcome.expected is not None and outcome.expected == outcome.actual:  # another check failed
+        lines.append(f"label as expected: {_json(outcome.actual)}")
+    elif outcome.expected is not None or outcome.actual is not None:
         lines += [f"expected: {_json(outcome.expected)}", f"actual:   {_json(outcome.actual)}"]
     judge = outcome.details.get("judge")
-    if judge:
-        lines += [f"judge verdict: {judge.get('values')}", f"judge rationale: {judge.get('rationale')}"]
+    if judge:  # an atomic rubric's verdict is its answers per check, an options rubric's its values
+        verdict = judge.get("answers") or judge.get("values")
+        lines += [f"judge verdict: {verdict}", f"judge rationale: {judge.get('rationale')}"]
     extraction = outcome.details.get("extraction")
     if extraction:  # the deployed layout: what the marking model read in the plain reply
         fields = json.dumps(extraction.get("fields"), ensure_ascii=False, default=str)
