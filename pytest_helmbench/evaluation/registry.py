@@ -15,6 +15,7 @@ from ..errors import HelmbenchError
 from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation, TypeNeeds
 
 if TYPE_CHECKING:
+    from ..suite.model import Scenario
     from .base import Evaluator
 
 
@@ -52,6 +53,11 @@ class EvaluatorRegistry:
         """What the loader must read for a scenario using type `name` (a rubric, resources.yml)."""
         evaluator = self.get(name)
         return TypeNeeds(evaluator.needs_criteria, evaluator.needs_resources)
+
+    def needs_judge(self, scenario: Scenario) -> bool:
+        """Some check of the scenario (its label evaluation when it has no checks) asks a judge."""
+        types = [check.spec.type for check in scenario.checks] or [scenario.evaluation.type]
+        return any(self.get(name).needs_judge for name in types)
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
         """The written mapping checked by the type it names (`spec.type`, a registered name)."""

@@ -194,8 +194,7 @@ class Executor:
         """The model, and the judges and user agent the case needs, are not stopped: no answer is paid
         for that nobody could judge."""
         self.check_running(case.model)
-        types = [c.spec.type for c in case.scenario.checks] or [case.scenario.evaluation.type]
-        if case.layout == DEPLOYED or any(self.evaluators.get(t).needs_judge for t in types):
+        if case.layout == DEPLOYED or self.evaluators.needs_judge(case.scenario):
             for judge in self.settings.marking_models:
                 self.check_running(judge.id, "marking model")
         agent = self.settings.user_agent

@@ -50,11 +50,10 @@ def needs_helpers(state: HelmbenchState, cases: Sequence[Case] | None) -> bool:
 
 
 def _scenario_needs_helpers(state: HelmbenchState, scenario: Scenario) -> bool:
-    types = [check.spec.type for check in scenario.checks] or [scenario.evaluation.type]
     simulated = any(
         p.dialogue is not None and p.dialogue.simulation is not None for p in scenario.perturbations
     )
-    return simulated or any(state.evaluators.get(name).needs_judge for name in types)
+    return simulated or state.evaluators.needs_judge(scenario)
 
 
 def misrouted_helpers(state: HelmbenchState) -> list[str]:
