@@ -66,6 +66,10 @@ class AnswerCache(Protocol):
 
     def get(self, key: str) -> CachedAnswer | None: ...
 
+    def keep(self, entry: dict[str, Any]) -> bool:
+        """Store one fresh answer now; False when it could not be (the Result then carries it)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReplyRequest:
@@ -81,7 +85,8 @@ class Executor:
     """Runs cases against their model (and the marking model for sqe) and builds Outcomes.
 
     Every paid call goes through `_call`: the response cache first, then the cost ceiling, then the
-    network; fresh answers are handed to the controller (Outcome.cache_writes) to be cached.
+    network; fresh answers are handed to the controller (Outcome.cache_writes) to be cached with the
+    Result, except a conversation's, each kept as it completes (a resume replays them).
     """
 
     settings: Settings
@@ -169,7 +174,7 @@ class Executor:
             "layout": case.layout,
             "messages": messages if prompt.turns else None,
         }
-        log = CaseLog(start, repeat)
+        log = CaseLog(start, repeat, conversation=prompt.multi_turn)
         talk = Talk(case, prompt, messages, [case.perturbation.words])
         helpers = self.helpers
         try:
@@ -260,8 +265,7 @@ class Executor:
                 f"truncated at max_tokens ({response.completion_tokens} completion tokens, "
                 "finish_reason: length): raise --helmbench-max-tokens"
             )
-            # a truncated answer is never replayed; earlier turns' answers stay cached
-            log.cache_writes[:] = [w for w in log.cache_writes if w.get("key") != turn_request.key]
+            # a truncated answer was not cached (_keep); earlier turns' answers stay cached
             kept = {"details": {**log.replayed, "turns": [turn.to_dict() for turn in talk.turns]}}
             raise CaseError(log.outcome(Status.ERROR, reason, kept if talk.turns else None))
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
@@ -348,20 +352,29 @@ class Executor:
         if self.ledger is not None:
             self._charge(request, response)
         if self.cache is not None and self.cache.writable and key is not None:
-            log.cache_writes.append(
-                asdict(
-                    CacheEntry(
-                        key,
-                        request.model,
-                        response.raw,
-                        response.prompt_tokens,
-                        response.completion_tokens,
-                        response.cost_usd,
-                        response.latency_ms,
-                    )
-                )
-            )
+            self._keep(log, key, request, response)
         return response
+
+    def _keep(self, log: CaseLog, key: str, request: ChatRequest, response: ChatResponse) -> None:
+        """Cache a fresh answer: a conversation's now (a kill before its Result then loses none of
+        its paid turns), any other with its Result. An answer cut off at max_tokens is never cached:
+        a rerun asks again."""
+        if response.finish_reason == "length":
+            return
+        entry = asdict(
+            CacheEntry(
+                key,
+                request.model,
+                response.raw,
+                response.prompt_tokens,
+                response.completion_tokens,
+                response.cost_usd,
+                response.latency_ms,
+            )
+        )
+        assert self.cache is not None
+        if not (log.conversation and self.cache.keep(entry)):
+            log.cache_writes.append(entry)
 
     def _charge(self, request: ChatRequest, response: ChatResponse) -> None:
         """Count an answer against --helmbench-max-cost: its reported cost, else its tokens at the
