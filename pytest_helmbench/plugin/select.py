@@ -318,6 +318,7 @@ def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
             rejudge=settings.rejudge,
             user_model=settings.user_agent.id if settings.user_agent else None,
             pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
+            price_problems=state.clients.pricing_problems,
             evaluators=state.evaluators,
         ),
     )
