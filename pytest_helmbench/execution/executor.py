@@ -37,6 +37,7 @@ from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
 from ..suite.prompt import ComposedPrompt, render_messages
+from .activity import Activity
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
@@ -97,6 +98,7 @@ class Executor:
     ledger: CostLedger | None = None
     evaluators: EvaluatorRegistry = field(default_factory=builtin_registry)
     resources: Any = None  # the benchmark's CrisisResources (resources.yml), for resource_check
+    activity: Activity = field(default_factory=Activity)  # each running case's step (the terminal's)
     _probes: dict[str, threading.Event] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -151,10 +153,14 @@ class Executor:
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
+        self.activity.doing(
+            nodeid, "waiting for the model's first call" if self._probing(case.model) else "starting"
+        )
         gate = self._first_call_gate(case.model)
         try:
             return self._run(case, prompt, nodeid, repeat)
         finally:
+            self.activity.done(nodeid)
             if gate is not None:
                 gate.set()
 
@@ -212,13 +218,28 @@ class Executor:
         client = turn_request.client
         endpoint = self.clients.endpoint(model, client)
         while True:
+            self._step(talk, log, "the model's reply")
             turn = self._turn(talk, turn_request, log, helpers)
             talk.turns.append(turn)
-            if turn.verdict.status is Status.ERROR or not self._continue(talk, log, helpers):
+            if turn.verdict.status is Status.ERROR:
+                return
+            self._step(talk, log, "the simulated user's next message")
+            if not self._continue(talk, log, helpers):
                 return
             request = self.clients.request(model, talk.messages, talk.prompt.response_format)
             key = request_key(endpoint, client.api, request, log.repeat)
             turn_request = ReplyRequest(client, request, key)
+
+    def _step(self, talk: Talk, log: CaseLog, what: str) -> None:
+        """Note what the case is doing (execution/activity.py), by turn in a conversation."""
+        turn = f"turn {len(talk.turns) + 1}: " if talk.prompt.multi_turn else ""
+        self.activity.doing(log.start["nodeid"], turn + what)
+
+    def _probing(self, model: str) -> bool:
+        """Another case is making this model's first call (the others wait for it)."""
+        with self._probe_lock:
+            probe = self._probes.get(model)
+        return probe is not None and not probe.is_set()
 
     def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers, after: str | None = None) -> Outcome:
         """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
@@ -238,6 +259,7 @@ class Executor:
             and all(failed.failed_on_judges_alone for failed in failing)  # else certain: nothing to confirm
         ):
             try:
+                self.activity.doing(log.start["nodeid"], "re-judging a critical failure")
                 ruled["details"]["confirmation"] = helpers.confirm(failing, log)
             except BudgetExhausted as exc:
                 raise CaseSkipped(
@@ -279,10 +301,12 @@ class Executor:
                     index, response, ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
                 )
             try:
+                self._step(talk, log, "extracting the reply's labels")
                 extraction = helpers.extract(case.scenario, self.info, conversation, reply, log)
             except ExtractionError as exc:
                 raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
             graded = extraction.response(response)
+        self._step(talk, log, "checks and judge calls")
         verdict = evaluate_case(
             self.evaluators,
             case.scenario,
