@@ -103,6 +103,7 @@ class Criteria:
     hash: str
     checks: tuple[RubricCheck, ...] = ()
     min_satisfied: int | None = None  # None: rule "all"
+    shared_as: str | None = None  # a shared rubric: its path from the benchmark root, `/rubrics/x.md`
 
     @property
     def atomic(self) -> bool:
@@ -110,8 +111,9 @@ class Criteria:
 
     @property
     def name(self) -> str:
-        """The rubric's file name: how references and calibration items name it."""
-        return self.path.name
+        """How scenarios, references and calibration items name the rubric: its file name beside
+        the scenario, or a shared rubric's path from the benchmark root."""
+        return self.shared_as or self.path.name
 
     def answers_pass(self, answers: dict[str, str]) -> bool:
         """The rule applied to one answer per check (a missing answer is not satisfied)."""

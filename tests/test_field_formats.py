@@ -1,0 +1,114 @@
+"""The field's benchmarks, run as designed (issue #26): shared rubrics, verbatim system prompts,
+strict frontmatter keys and the other forms a ported benchmark needs, each through the loader and
+end to end against the loopback server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_helmbench.errors import BenchmarkError
+from pytest_helmbench.evaluation.builtin import builtin_registry
+from pytest_helmbench.suite.loader import BenchmarkLoader
+from tests.benchfiles import write, write_benchmark
+from tests.judges import atomic
+from tests.openrouter_server import Reply
+from tests.test_panel import GOOD, MODEL, REPLY_RUBRIC, SQE_MD
+
+EVALUATORS = builtin_registry()
+JUDGE = "judge/model"
+
+
+def _scenario_with_check(criteria: str) -> str:
+    """A category_match scenario whose reply is also judged by the rubric at `criteria`."""
+    checks = f"checks:\n  - {{type: sqe, criteria: {criteria}, field: response}}\n"
+    return SQE_MD.replace("evaluation:\n  type: sqe\n", "evaluation:\n  type: category_match\n").format(
+        critical="", checks=checks
+    )
+
+
+def _shared_bench(root: Path, criteria: str = "/rubrics/kindness.md") -> Path:
+    write_benchmark(root, scenarios=("P1-B1-S1", "P1-B1-S2"))
+    for number in (1, 2):
+        write(root / "scenarios" / f"P1-B1-S{number}" / f"S{number}.md", _scenario_with_check(criteria))
+    write(root / "rubrics" / "kindness.md", REPLY_RUBRIC)
+    return root
+
+
+def _load(root: Path, code: str = "P1-B1-S1"):
+    return BenchmarkLoader(root, evaluation_types=EVALUATORS).load_scenario(root / "scenarios" / code)
+
+
+# --- 1. shared rubrics ------------------------------------------------------------------------------
+
+
+def test_a_rubric_shared_from_the_benchmark_root_is_one_rubric_for_every_scenario(tmp_path):
+    root = _shared_bench(tmp_path / "benchmark")
+    first, second = (_load(root, code).checks[1].criteria for code in ("P1-B1-S1", "P1-B1-S2"))
+    assert first is not None and second is not None
+    assert first.name == second.name == "/rubrics/kindness.md"  # how references and items name it
+    assert first.hash == second.hash and first.path == root / "rubrics" / "kindness.md"
+    assert _load(root).checks[1].name == "kindness"
+
+
+@pytest.mark.parametrize(
+    ("criteria", "says"),
+    [
+        ("/../outside.md", "criteria '/../outside.md' is not a rubric path"),
+        ("/rubrics/../../outside.md", "is not a rubric path"),
+        ("rubrics/kindness.md", "is not a rubric path"),
+        (
+            "/rubrics/missing.md",
+            "names the rubric /rubrics/missing.md, which is not under the benchmark root",
+        ),
+    ],
+)
+def test_a_shared_rubric_path_is_checked_and_never_leaves_the_root(tmp_path, criteria, says):
+    root = _shared_bench(tmp_path / "benchmark", criteria)
+    write(tmp_path / "outside.md", REPLY_RUBRIC)
+    with pytest.raises(BenchmarkError) as raised:
+        _load(root)
+    assert says in str(raised.value) and "S1.md" in str(raised.value)
+
+
+def test_a_shared_rubric_that_links_out_of_the_root_is_refused(tmp_path):
+    root = _shared_bench(tmp_path / "benchmark", "/rubrics/linked.md")
+    write(tmp_path / "secret.md", REPLY_RUBRIC)
+    os.symlink(tmp_path / "secret.md", root / "rubrics" / "linked.md")
+    with pytest.raises(BenchmarkError, match="outside"):
+        _load(root)
+
+
+def test_a_shared_rubric_judges_every_scenario_end_to_end(pytester, helm_env):
+    """Both scenarios' replies are judged on the one rubric (its text in each judge request), and a
+    rubric edit changes both scenarios' content hash (so --helmbench-changed reruns both)."""
+    pytester.makeini("[pytest]\n")
+    root = _shared_bench(pytester.path / "benchmark")
+    helm_env.add_rule(model=JUDGE, reply=Reply.ok(atomic({"kind": {"rationale": "warm", "answer": "yes"}})))
+    helm_env.add_rule(model=MODEL, reply=Reply.ok(GOOD))
+    args = ("benchmark", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1", "--helmbench-retries=0")
+    pytester.runpytest(*args).assert_outcomes(passed=2)
+    judged = [r for r in helm_env.chat_requests if r.model == JUDGE]
+    assert len(judged) == 2 and all("Is the reply kind?" in str(r.body) for r in judged)
+    before = {code: _load(root, code).hash for code in ("P1-B1-S1", "P1-B1-S2")}
+    write(root / "rubrics" / "kindness.md", REPLY_RUBRIC.replace("kind?", "kind and warm?"))
+    after = {code: _load(root, code).hash for code in ("P1-B1-S1", "P1-B1-S2")}
+    assert all(before[code] != after[code] for code in before)
+
+
+def test_the_evaluation_itself_may_read_a_shared_rubric(tmp_path):
+    root = write_benchmark(tmp_path / "benchmark")
+    md = SQE_MD.format(critical="", checks="").replace(
+        "  type: sqe\n", "  type: sqe\n  criteria: /rubrics/v.md\n"
+    )
+    write(root / "scenarios" / "P1-B1-S1" / "S1.md", md)
+    from tests.test_panel import CRITERIA
+
+    write(root / "rubrics" / "v.md", CRITERIA)
+    label = _load(root).checks[0]
+    assert label.criteria is not None and label.criteria.name == "/rubrics/v.md"
+    (root / "rubrics" / "v.md").unlink()
+    with pytest.raises(BenchmarkError, match="needs the shared rubric /rubrics/v.md, which is not there"):
+        _load(root)
