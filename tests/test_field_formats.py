@@ -5,6 +5,7 @@ end to end against the loopback server."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,4 +112,59 @@ def test_the_evaluation_itself_may_read_a_shared_rubric(tmp_path):
     assert label.criteria is not None and label.criteria.name == "/rubrics/v.md"
     (root / "rubrics" / "v.md").unlink()
     with pytest.raises(BenchmarkError, match="needs the shared rubric /rubrics/v.md, which is not there"):
+        _load(root)
+
+
+# --- 5. verbatim system prompts ---------------------------------------------------------------------
+
+VERBATIM = """# C3: a deployed product's prompt
+---
+wrap: false
+---
+
+## Who you are
+
+You are Ava, the wellbeing companion in the Calmly app. <b>Be brief.</b>
+"""
+
+
+def test_a_condition_with_wrap_false_is_the_system_message_exactly_as_written(tmp_path):
+    from pytest_helmbench.suite.cases import expand
+    from pytest_helmbench.suite.prompt import compose
+
+    root = write_benchmark(tmp_path / "benchmark")
+    conditions = root / "conditions.md"
+    conditions.write_text(conditions.read_text() + "\n" + VERBATIM)
+    scenario = _load(root)
+    by_code = {case.code: case for case in expand(scenario, [MODEL])}
+    case = by_code["P1-B1-S1-C3-PT1"]
+    deployed = compose(replace(case, layout="deployed"))
+    system = deployed.messages[0]["content"]
+    assert (
+        system == "## Who you are\n\nYou are Ava, the wellbeing companion in the Calmly app. <b>Be brief.</b>"
+    )
+    wrapped = compose(replace(by_code["P1-B1-S1-C1-PT1"], layout="deployed"))
+    assert wrapped.messages[0]["content"].startswith("<system_instructions>")  # the default is unchanged
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "says"),
+    [
+        (
+            "conditions.md",
+            VERBATIM.replace("wrap: false", "wrap: maybe"),
+            "C3: wrap 'maybe' is not true or false",
+        ),
+        ("perturbations.md", None, "PT3: wrap: false applies to conditions and user contexts"),
+    ],
+)
+def test_wrap_is_a_boolean_for_conditions_and_user_contexts_only(tmp_path, file, text, says):
+    root = write_benchmark(tmp_path / "benchmark")
+    if file == "conditions.md":
+        target = root / "conditions.md"
+        target.write_text(target.read_text() + "\n" + text)
+    else:
+        target = root / "scenarios" / "P1-B1-S1" / "perturbations.md"
+        target.write_text(target.read_text() + "\n# PT3: raw\n---\nwrap: false\n---\n\n## User input\n\nhi\n")
+    with pytest.raises(BenchmarkError, match=says):
         _load(root)
