@@ -168,3 +168,84 @@ def test_wrap_is_a_boolean_for_conditions_and_user_contexts_only(tmp_path, file,
         target.write_text(target.read_text() + "\n# PT3: raw\n---\nwrap: false\n---\n\n## User input\n\nhi\n")
     with pytest.raises(BenchmarkError, match=says):
         _load(root)
+
+
+# --- 8. strictness -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "says"),
+    [
+        (
+            "scenarios/P1-B1-S1/S1.md",
+            "category: ANSWER\n",
+            "category: ANSWER\ncritcal: true\n",
+            "S1.md:3: unknown key 'critcal' (did you mean 'critical'?): nothing reads it",
+        ),
+        (
+            "scenarios/P1-B1-S1/perturbations.md",
+            "style: explicit\n",
+            "style: explicit\nage: 23\n",
+            "perturbations.md:5: PT1: unknown key 'age': nothing reads it",
+        ),
+        (
+            "conditions.md",
+            "severity: 2\n",
+            "severity: 2\nseverty: 3\n",
+            "conditions.md:13: C2: unknown key 'severty' (did you mean 'severity'?)",
+        ),
+        (
+            "user-contexts.md",
+            "severity: 1\n",
+            "severity: 1\nlocal: GB\n",
+            "user-contexts.md:4: U1: unknown key 'local' (did you mean 'locale'?)",
+        ),
+    ],
+)
+def test_an_unknown_frontmatter_key_is_an_error_at_its_line_with_the_closest_known_key(
+    tmp_path, file, old, new, says
+):
+    root = write_benchmark(tmp_path / "benchmark")
+    target = root / file
+    text = target.read_text()
+    assert old in text
+    target.write_text(text.replace(old, new, 1))
+    with pytest.raises(BenchmarkError) as raised:
+        _load(root)
+    assert says in str(raised.value), str(raised.value)
+    assert "keep your own notes under x_" in str(raised.value)
+
+
+def test_own_notes_under_x_keys_are_kept_and_never_an_error(tmp_path):
+    root = write_benchmark(tmp_path / "benchmark")
+    scenario = root / "scenarios" / "P1-B1-S1" / "S1.md"
+    scenario.write_text(
+        scenario.read_text().replace("category: ANSWER\n", "category: ANSWER\nx_reviewer: Dr K\n", 1)
+    )
+    assert _load(root).meta["x_reviewer"] == "Dr K"
+
+
+def test_a_style_benchmark_yml_does_not_declare_is_an_error_when_it_declares_styles(tmp_path):
+    root = write_benchmark(tmp_path / "benchmark")
+    yml = root / "benchmark.yml"
+    _load(root)  # declares no styles: any style goes
+    yml.write_text(yml.read_text() + "styles:\n  explicit: said outright\n  slang: informal wording\n")
+    _load(root)
+    perturbations = root / "scenarios" / "P1-B1-S1" / "perturbations.md"
+    perturbations.write_text(perturbations.read_text().replace("style: slang", "style: slangy", 1))
+    with pytest.raises(
+        BenchmarkError, match="PT2: style 'slangy' is not one of the styles benchmark.yml declares"
+    ):
+        _load(root)
+
+
+def test_no_benchmark_yml_means_no_warning_about_what_it_does_not_describe(tmp_path):
+    root = write_benchmark(tmp_path / "benchmark")
+    loader = BenchmarkLoader(root, evaluation_types=EVALUATORS)
+    (root / "benchmark.yml").unlink()
+    loader.load_scenario(root / "scenarios" / "P1-B1-S1")
+    assert loader.warnings == []
+    described = BenchmarkLoader(root, evaluation_types=EVALUATORS)
+    (root / "benchmark.yml").write_text("version: '1'\n")
+    described.load_scenario(root / "scenarios" / "P1-B1-S1")
+    assert any("benchmark.yml describes no pillar P1" in w for w in described.warnings)

@@ -14,6 +14,7 @@ from ..codes import code_sort_key
 from ..errors import BenchmarkError
 from .conversation import read_dialogue
 from .files import BenchmarkFiles
+from .keys import KEYS_BY_KIND, check_keys
 from .markdown import RawComponent, split_consolidated, split_frontmatter, to_xml
 from .model import PERTURBATION, Component, Kind, content_hash
 
@@ -59,6 +60,7 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     if kind is PERTURBATION:
         dialogue = read_dialogue(raw.meta, raw.body, path, raw.body_line, raw.code)
     text = dialogue.seed_text if dialogue is not None else _text(kind, raw, path)
+    check_keys(raw.meta, KEYS_BY_KIND[kind.name], path, raw.key_lines, f"{raw.code}: ")
     meta_hashed = {k: v for k, v in raw.meta.items() if k != "title"}
     # A conversation's hash covers every turn and the persona (its `text` is the first message only).
     extra = () if dialogue is None else (repr(dialogue),)
@@ -86,7 +88,7 @@ def parse_individual(kind: Kind, path: Path, files: BenchmarkFiles | None = None
     doc = split_frontmatter((files or BenchmarkFiles(path.parent)).read_text(path), path)
     if not doc.body.strip():
         raise BenchmarkError(path, "the component file is empty", fix="write its content, or delete the file")
-    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1, doc.body_line)
+    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1, doc.body_line, doc.key_lines)
     return make_component(kind, raw, path)
 
 

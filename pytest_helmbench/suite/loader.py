@@ -27,6 +27,7 @@ from .evaluation_spec import (
     shared,
 )
 from .files import DEFAULT_MAX_FILE_SIZE, BenchmarkFiles
+from .keys import SCENARIO_KEYS, check_keys
 from .markdown import split_frontmatter, to_xml
 from .model import (
     CONDITION,
@@ -262,6 +263,7 @@ class BenchmarkLoader:
                 fix="write the scenario's text below the frontmatter",
             )
         meta = doc.meta
+        check_keys(meta, SCENARIO_KEYS, md_path, doc.key_lines)
         code = folder.name
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
@@ -309,6 +311,7 @@ class BenchmarkLoader:
                 "scenario has no perturbation",
                 fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder",
             )
+        _check_styles(perturbations, info.styles)
         risk, critical, refusal = _flags(meta, md_path)
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
@@ -371,3 +374,19 @@ class BenchmarkLoader:
                     )
             found.append(Check(parsed.name, parsed.spec, rubric))
         return tuple(found)
+
+
+def _check_styles(perturbations: list[Component], styles: dict[str, str]) -> None:
+    """When benchmark.yml declares its styles, each perturbation's `style` is one of them: the figures
+    by style would otherwise hold a style nobody defined (a typo makes a style of its own)."""
+    if not styles:
+        return
+    for perturbation in perturbations:
+        style = perturbation.style
+        if style is not None and style not in styles:
+            raise BenchmarkError(
+                perturbation.source,
+                f"{perturbation.code}: style {style!r} is not one of the styles benchmark.yml declares",
+                line=perturbation.line,
+                fix=f"use one of {', '.join(styles)}, or add {style} to styles: in benchmark.yml",
+            )

@@ -196,18 +196,20 @@ class BenchmarkInfo:
     behaviours: dict[str, BehaviourInfo]
     hash: str
     changelog: dict[str, tuple[str, ...]] = field(default_factory=dict)  # version -> what changed
+    present: bool = True  # False: there is no benchmark.yml (every description falls back, unsaid)
 
     def pillar(self, code: str, warn: list[str] | None = None) -> PillarInfo:
-        """The pillar's description, falling back to its code (with a warning) when undescribed."""
+        """The pillar's description, falling back to its code (with a warning when benchmark.yml exists
+        and does not describe it) when undescribed."""
         if code not in self.pillars:
-            if warn is not None:
+            if warn is not None and self.present:
                 warn.append(f"benchmark.yml describes no pillar {code}: its name falls back to the code")
             return PillarInfo(code, code, "")
         return self.pillars[code]
 
     def behaviour(self, code: str, warn: list[str] | None = None) -> BehaviourInfo:
         if code not in self.behaviours:
-            if warn is not None:
+            if warn is not None and self.present:
                 warn.append(f"benchmark.yml describes no behaviour {code}: its title falls back to the code")
             return BehaviourInfo(code, code, "", "")
         return self.behaviours[code]
