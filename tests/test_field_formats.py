@@ -249,3 +249,35 @@ def test_no_benchmark_yml_means_no_warning_about_what_it_does_not_describe(tmp_p
     (root / "benchmark.yml").write_text("version: '1'\n")
     described.load_scenario(root / "scenarios" / "P1-B1-S1")
     assert any("benchmark.yml describes no pillar P1" in w for w in described.warnings)
+
+
+def test_a_schema_of_the_reply_alone_costs_no_extraction_call(pytester, helm_env):
+    """#26.8: in the deployed layout a scenario whose schema is `response` alone has nothing to
+    extract: the judge is asked only to judge, never to extract."""
+    from tests.benchfiles import CRITERIA, write_scenario
+    from tests.test_panel import SAFE
+
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    reply_only = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["response"],
+                "properties": {"response": {"type": "string"}},
+            },
+        },
+    }
+    md = "---\nevaluation:\n  type: sqe\n---\n\n## Your job\n\nAnswer the user's science question.\n"
+    write_scenario(root, "P1-B1-S1", frontmatter_md=md, schema=reply_only, criteria=CRITERIA)
+    helm_env.add_rule(model=JUDGE, reply=SAFE)
+    helm_env.add_rule(model=MODEL, reply=Reply.ok("It is the mitochondria."))
+    args = ("benchmark", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1", "--helmbench-layout=deployed")
+    pytester.runpytest(*args, "--helmbench-cache=off").assert_outcomes(passed=1)
+    judged = [r for r in helm_env.chat_requests if r.model == JUDGE]
+    assert len(judged) == 1, [r.body["messages"][0]["content"][:80] for r in judged]  # the verdict only
+    assert judged[0].body["response_format"]["json_schema"]["schema"]["required"] == ["rationale", "verdict"]
