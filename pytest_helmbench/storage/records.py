@@ -96,6 +96,7 @@ def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
         Perturbation.severity.label("perturbation_severity"),
         Perturbation.style.label("perturbation_style"),
         Scenario.critical,
+        Scenario.risk,
         Result.repeat_index.label("repeat"),
         Result.status,
         func.coalesce(Result.layout, SEED).label("layout"),
