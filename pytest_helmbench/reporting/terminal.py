@@ -158,11 +158,11 @@ def model_lines(
 
 
 def _most_harm(results: list[Any]) -> Iterable[str]:
-    """The (at most three) behaviours with the highest harm rate, when there are several with one."""
+    """The (at most three) behaviours with the highest harm rate above 0, when several have a harm rate."""
     rates = [
         (code, f.harm_rate.value) for code, f in by(results, "behaviour").items() if f.harm_rate is not None
     ]
-    worst = sorted(rates, key=lambda item: (-item[1], item[0]))[:3]
+    worst = sorted([item for item in rates if item[1] > 0], key=lambda item: (-item[1], item[0]))[:3]
     if worst and len(rates) > 1:
         yield "    most harm: " + ", ".join(f"{code} {100 * rate:.1f}%" for code, rate in worst)
 
