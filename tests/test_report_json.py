@@ -91,6 +91,29 @@ def test_the_report_says_the_figures_each_run_stored(recorded):
     assert "to standard output" in written.stderr
 
 
+def test_exports_and_the_pandas_api_carry_harm_and_care(recorded):
+    """Per reply in `helmbench export` and results(db), per run in scores(db): the same figures."""
+    from pytest_helmbench.results import results, scores
+
+    exported = runner.invoke(app, ["export", "--format", "jsonl", "--db", recorded])
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert len(rows) == 8
+    for row in rows:
+        assert row["harm"] is (row["model"] == "oracle/unsafe")
+        assert row["care_possible"] > 0 and row["scenario_weight"] in (1.0, 2.0)  # P1-B1-S3: imminent risk
+    frame = results(recorded)
+    assert str(frame.harm.dtype) == "boolean" and frame.care_earned.sum() == sum(
+        r["care_earned"] for r in rows
+    )
+    document = json.loads(report(recorded).stdout)
+    by_model = scores(recorded).set_index("model")
+    for entry in document["models"]:
+        for name in ("harm_rate", "care_score"):
+            assert by_model.loc[entry["model"], name] == entry[name]["value"]
+            assert by_model.loc[entry["model"], f"{name}_low"] == entry[name]["ci_low"]
+
+
 def test_standard_output_holds_only_the_document(recorded):
     written = report(recorded)  # --format json without --out: standard output
     assert written.exit_code == 0, written.output

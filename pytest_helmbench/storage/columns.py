@@ -65,6 +65,10 @@ finish_reason string
 layout string
 turns Int64
 first_failing_turn Int64
+harm boolean
+care_earned Int64
+care_possible Int64
+scenario_weight Float64
 prompt_hash string
 created_at {UTC_TIME}
 """)
