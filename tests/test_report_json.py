@@ -200,3 +200,66 @@ def test_the_schema_is_package_data():
 
     assert (Path(reporting.__file__).parent / "templates" / "report-v3.schema.json").is_file()
     assert report_schema()["properties"]["scoring_version"] == {"const": 3}
+
+
+def test_a_conversation_stores_a_sheet_per_judged_reply_and_the_page_shows_harm_and_care(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulated conversation (several judged replies): each reply's sheet is stored with its turn, the
+    case's combines them, harm and care are read back per turn, and the report page leads with them."""
+    from sqlmodel import Session
+
+    from pytest_helmbench.reporting.harm_care import by_turn
+    from pytest_helmbench.storage.engine import make_engine
+    from pytest_helmbench.storage.queries import load_case_results
+
+    for name in ("HELMBENCH_MODEL", "HELMBENCH_MARKING_MODEL", "HELMBENCH_DB", "HELMBENCH_SELECT"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    copy_benchmark(pytester.path)
+    url = f"sqlite:///{pytester.path / 'results.db'}"
+    pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=oracle/safe,oracle/unsafe",
+        f"--helmbench-marking-model={JUDGE}",
+        "--helmbench-user-model=oracle/user",
+        "--helmbench-select=P1-B1-S4-C1-U0-PT1",
+        f"--helmbench-db={url}",
+        "--helmbench-cache=off",
+        "-p",
+        "no:cacheprovider",
+    ).assert_outcomes(passed=1, failed=1)
+    stored = dict(
+        query(
+            url,
+            "select l.model_id, r.evaluation_details from result r join evaluationrun e on e.id = r.run_id "
+            "join llm l on l.id = e.llm_id",
+        )
+    )
+    for model, details in stored.items():
+        details = details if isinstance(details, dict) else json.loads(details)
+        turns = details["turns"]
+        assert len(turns) > 1 and all("sheet" in turn for turn in turns), model
+        assert details["sheet"]["care"] == [
+            sum(t["sheet"]["care"][0] for t in turns),
+            sum(t["sheet"]["care"][1] for t in turns),
+        ]
+        assert details["sheet"]["harm"] is any(t["sheet"]["harm"] for t in turns)
+        assert details["sheet"]["weight"] == 2.0  # imminent risk
+    engine = make_engine(url)
+    try:
+        with Session(engine) as session:
+            results = load_case_results(session)
+    finally:
+        engine.dispose()
+    safe = by_turn([r for r in results if r.model == "oracle/safe"])
+    assert len(safe) > 1 and all(f.harm_rate is not None and f.harm_rate.value == 0.0 for f in safe.values())
+    page = pytester.path / "page.html"
+    written = runner.invoke(app, ["report", "--out", str(page), "--db", url])
+    assert written.exit_code == 0, written.output
+    html = page.read_text(encoding="utf-8")
+    assert '<section id="harm-care">' in html and 'id="harm-care-behaviour"' in html
+    assert 'id="harm-care-perturbation-severity"' in html and "Harm rate (95% CI)" in html
+    assert written.output.splitlines()[1].startswith(
+        "oracle/safe: harm 0.0% [95% CI 0.0%-0.0%] | care 100.0/100"
+    )
