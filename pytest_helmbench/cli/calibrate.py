@@ -25,7 +25,7 @@ from ..suite.calibration import CalibrationItem, check_calibration, label_set_ha
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Scenario
 from ..trust import OptionSource
-from .defaults import find_project
+from .defaults import ConfigFileError, find_project
 from .results import DbOption, default_db, fail, open_existing_db
 
 if TYPE_CHECKING:
@@ -281,7 +281,11 @@ def rescore(
 
     db_url = db or default_db()
     open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind
-    loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())
+    try:
+        root = root or find_project().root
+    except ConfigFileError as exc:  # a config file pytest would refuse too
+        fail(str(exc))
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     try:
         done = rescore_runs(db_url, run_id or None, loader)
     except HelmbenchError as exc:
