@@ -275,6 +275,7 @@ def report(
     if fmt is ReportFormat.json:
         write_json_report(data, target)
         return
+    from ..codes import layouts_differ_line
     from ..reporting.html_report import render_report, summaries, summary_line
 
     page = render_report(data)
@@ -283,7 +284,11 @@ def report(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
         f"{len(data.failures)} failures and errors)"
     )
-    for summary in summaries(data):
+    found = summaries(data)
+    differ = layouts_differ_line({s.label: s.layout for s in found})
+    if differ:
+        typer.echo(for_terminal(f"note: {differ}"))
+    for summary in found:
         typer.echo(for_terminal(summary_line(summary)))
 
 
