@@ -17,10 +17,11 @@
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
+- ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
-``export``, ``frames`` and the page import the storage layer's queries (and so SQLAlchemy); the
-modules the plugin imports at start-up (``analytics``, ``terminal``, ``html_extras``) use the
-standard library and pytest-html only.
+``export``, ``frames``, ``inspect_log`` and the page import the storage layer's queries (and so
+SQLAlchemy); the modules the plugin imports at start-up (``analytics``, ``terminal``,
+``html_extras``) use the standard library and pytest-html only.
 """
