@@ -17,7 +17,8 @@
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
-- ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra).
+- ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);
+  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
