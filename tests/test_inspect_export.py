@@ -198,6 +198,8 @@ def test_every_run_is_one_log_that_inspect_reads_back(recorded, tmp_path):
     files = sorted((tmp_path / "logs").iterdir())
     assert len(files) == len(runs) == 2 and all(f.suffix == ".eval" for f in files)
     assert result.stdout.count("\n") == 2 and "12 samples" in result.stdout
+    listed = inspect_log.list_eval_logs(str(tmp_path / "logs"))  # how Inspect's viewer finds logs
+    assert sorted(info.task for info in listed) == ["helmbench", "helmbench"]
     for path in files:
         log = inspect_log.read_eval_log(str(path))
         run = runs[log.eval.metadata["helmbench_run_id"]]
@@ -302,9 +304,15 @@ def test_the_run_headline_is_the_log_results(recorded, tmp_path):
     for model, log in logs.items():
         figures = json.loads(runs[model]["scores"])
         (score,) = log.results.scores
-        numbers = {k: v for k, v in figures.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        numbers = {
+            k: v
+            for k, v in figures.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k != "scoring_version"
+        }
         assert {name: metric.value for name, metric in score.metrics.items()} == pytest.approx(numbers)
         assert list(score.metrics) == list(numbers)  # the headline's order: its first is Inspect's headline
+        assert inspect_log.headline_metric(log).name == "score"  # the viewer's headline: a figure
+        assert score.metadata["scoring_version"] == figures["scoring_version"]
         assert score.metadata["gate"] == figures["gate"] and score.metadata["scored_now"] is False
         run = runs[model]
         assert log.results.completed_samples == run["passed_tests"] + run["failed_tests"]

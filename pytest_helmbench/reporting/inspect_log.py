@@ -417,13 +417,14 @@ def _figures(session: Session, run: RunInfo) -> tuple[dict[str, Any], bool]:
 
 def _results(samples: list[EvalSample], figures: dict[str, Any], scored_now: bool) -> Any:
     """The headline's numbers as the `helmbench` score's metrics, in the headline's order (the first is
-    Inspect's headline metric); its other values (the gate, the panel) as that score's metadata."""
+    Inspect's headline metric); its other values (the scoring version, the gate, the panel) as that
+    score's metadata."""
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
     numbers = {
         name: value
         for name, value in figures.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
+        if isinstance(value, int | float) and not isinstance(value, bool) and not name.endswith("version")
     }
     scored = sum(s.scores is not None and s.scores[TASK].value in VALUES.values() for s in samples)
     other = {name: value for name, value in figures.items() if name not in numbers}
