@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -320,3 +321,23 @@ def test_the_shipped_benchmark_has_one_row_per_listed_case(tmp_path):
     listed = listed_codes(shipped)
     assert codes == listed and len(set(codes)) == len(codes) > 20_000
     assert pq.read_metadata(data).num_rows == len(listed)
+
+
+HOW_TO = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "interop.md"
+
+
+def shape(line: str) -> str:
+    """A line with its numbers blanked: the how-to's output was made on the shipped benchmark."""
+    return re.sub(r"\d+", "N", line)
+
+
+def test_the_how_to_shows_this_commands_output(root, tmp_path, monkeypatch):
+    """docs/how-to/interop.md's export-benchmark lines are what the command prints (counts aside)."""
+    shown = HOW_TO.read_text(encoding="utf-8").splitlines()
+    monkeypatch.chdir(root.parent)
+    args = ["export-benchmark", "--format", "hf", "helmbench-dataset", "--root", "benchmark"]
+    first, again = runner.invoke(app, args), runner.invoke(app, args)
+    assert first.exit_code == 0 and again.exit_code == 1
+    assert shape(first.stdout.strip()) in {shape(line) for line in shown}
+    assert again.output.strip() in shown
+    assert f"$ {' '.join(['helmbench', *args])}" in shown

@@ -9,6 +9,7 @@ judge's rationale as its explanation), messages, replies and tokens as the datab
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from contextlib import closing
@@ -362,3 +363,23 @@ def test_the_log_format_version_is_pinned_to_the_installed_inspect():
     check_format(LOG_FORMAT_VERSION)
     with pytest.raises(InspectFormatError, match="writes eval log format 3, and HELMBench writes format 2"):
         check_format(3)
+
+
+HOW_TO = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "interop.md"
+
+
+def shape(line: str) -> str:
+    """A line with its numbers and model blanked: the how-to's output was made on an oracle run."""
+    return re.sub(r"\d+", "N", line.replace("oracle/unsafe", "M").replace("oracle-unsafe", "M"))
+
+
+def test_the_how_to_shows_this_commands_output(recorded, tmp_path, monkeypatch):
+    """docs/how-to/interop.md's export lines are what the command prints (times, counts, model aside)."""
+    shown = HOW_TO.read_text(encoding="utf-8").splitlines()
+    monkeypatch.chdir(tmp_path)
+    args = ["export", "--format", "inspect", "--run-id", "2", "--out", "logs"]
+    result = runner.invoke(app, [*args, "--db", f"sqlite:///{recorded}"])
+    assert result.exit_code == 0 and f"$ helmbench {' '.join(args)}" in shown
+    line = shape(result.stdout.strip().replace("b/two", "M").replace("b-two", "M"))
+    assert line in {shape(s) for s in shown}
+    assert shape(result.stderr.strip()) in {shape(s) for s in shown}
