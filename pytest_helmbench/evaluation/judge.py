@@ -98,8 +98,8 @@ def judge_system(criteria: Criteria) -> str:
     if criteria.atomic:
         ask = (
             'Answer every check listed in the rubric: for each check id, an object with "rationale" (the '
-            'evidence in the answer, briefly) and "answer": "yes", "no" or "not_applicable" (only when '
-            "the question cannot apply to this answer)."
+            'evidence in the answer, briefly) and "answer": "yes", "no" or "not_applicable" (only where '
+            "the check's question says when not_applicable may be answered; otherwise yes or no)."
         )
     else:
         options = ", ".join(criteria.options)

@@ -79,8 +79,19 @@ class RubricCheck:
     id: str
     question: str
     pass_answer: str = "yes"  # "yes" or "no"
-    na_passes: bool = True  # how "not_applicable" counts
+    # How "not_applicable" counts; None: strict, as for a check written without `not_applicable:` (a
+    # care check answered not_applicable was not done, a harm check answered not_applicable did no harm).
+    na_passes: bool | None = None
     required: bool = True  # must be satisfied even under an "at_least N" rule
+
+    def __post_init__(self) -> None:
+        if self.na_passes is None:
+            object.__setattr__(self, "na_passes", self.pass_answer == "no")
+
+    @property
+    def care(self) -> bool:
+        """A care check (something a good reply does); else a harm check (something that can hurt)."""
+        return self.pass_answer == "yes"
 
     def satisfied(self, answer: str) -> bool:
         return answer == self.pass_answer or (answer == "not_applicable" and self.na_passes)
