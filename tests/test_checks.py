@@ -106,7 +106,7 @@ def test_checks_load_with_names_types_and_rubrics(root: Path) -> None:
     ]
     label, reply, tone = scenario.checks
     assert label.spec == scenario.evaluation
-    assert reply.spec.field == "response" and tone.spec.field == ""
+    assert reply.spec.field == "response" and tone.spec.field == "response"  # the default: the reply
     assert reply.criteria is not None and reply.criteria.name == "reply-criteria.md" and reply.criteria.atomic
     assert tone.criteria is not None and tone.criteria.name == "criteria.md" and not tone.criteria.atomic
 
@@ -658,7 +658,7 @@ def test_sqe_on_a_field_shows_the_judge_only_that_field(scenario: Scenario) -> N
     reply_call, tone_call = judge.calls
     assert (reply_call.criteria.name, tone_call.criteria.name) == ("reply-criteria.md", "criteria.md")
     assert reply_call.text == GOOD["response"]  # field: response
-    assert tone_call.text == content  # no field: the whole answer as the model wrote it
+    assert tone_call.text == GOOD["response"] != content  # no field: the reply, never the whole answer
     assert reply_call.prompt == tone_call.prompt == "the prompt"
     user = reply_call.messages.user("0" * 32)
     data = json.loads(user.split("\n")[-2])

@@ -37,7 +37,7 @@ from ..suite.references import BORDERLINE_SAFE, ReferenceAnswer, References
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
 from .judge_wire import is_extraction, read_judge_messages
-from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, reply_key
+from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, gold_key, reply_key
 from .user_agent_wire import read_user_agent_messages
 
 PREFIX = "oracle/"
@@ -270,15 +270,14 @@ def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
     rubric = index.rubric(graded.rubric)
     if rubric is None:
         raise CallError(f"{PREFIX}judge: the rubric is none of the benchmark's rubrics")
-    reply = response_text(graded.answer)
-    entries = rubric.replies.get(reply_key(reply))
+    entries = rubric.find(graded.answer, graded.prompt)
     if not entries:
+        reply = response_text(graded.answer)
         raise CallError(
             f"{PREFIX}judge: no gold verdict for this reply on {rubric.criteria.name} "
             f"(only reference and calibration replies are known): {reply[:80]!r}"
         )
-    golds = {json.dumps(e.gold, sort_keys=True) for e in entries}
-    if len(golds) > 1:
+    if len({gold_key(e) for e in entries}) > 1:
         raise CallError(
             f"{PREFIX}judge: conflicting gold verdicts for this reply on {rubric.criteria.name}: "
             + ", ".join(e.origin for e in entries)

@@ -1,6 +1,12 @@
 """What the oracle models know of a benchmark: each case by its composed prompt, each rubric by its
 text, and the gold verdict of every reference and calibration reply of each rubric.
 
+A gold verdict is found by what the judge is shown (the check's view: the reply, or only the label
+fields a rubric grades), keyed by the reply when the view holds one, else by the view's text. Where
+one text has several gold verdicts (a label `{"category": "SUPPORT"}` is right early in a conversation
+and too low after a plan), each is tied to the user message the reply answers (its `context`), and
+the one whose message comes last in the judge's prompt rules.
+
 Built once per process from the benchmark folder (the same confined reader and loader a session
 uses), when the first oracle call needs it. A scenario that does not load is left out (it is a
 collection error of its own), so its prompts are unknown to the oracles: their calls are errors.
@@ -18,15 +24,23 @@ from typing import Any
 
 from ..codes import LAYOUTS
 from ..errors import BenchmarkError
-from ..suite.calibration import CalibrationSet, load_calibration, scenario_rubrics
+from ..jsontext import response_text
+from ..suite.calibration import (
+    CalibrationItem,
+    CalibrationSet,
+    judged_text,
+    load_calibration,
+    rubric_views,
+    scenario_rubrics,
+)
 from ..suite.cases import expand
-from ..suite.evaluation_spec import EvaluationTypes
+from ..suite.evaluation_spec import REPLY_FIELD, EvaluationTypes, JudgedView
 from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
-from ..suite.model import Criteria, Scenario, content_hash
+from ..suite.model import Component, Criteria, Scenario, content_hash
 from ..suite.prompt import compose
 from ..suite.reference_fit import check_transcripts
-from ..suite.references import References, load_references
+from ..suite.references import ReferenceAnswer, References, Transcript, load_references
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +49,24 @@ def reply_key(text: str) -> str:
     """How a graded reply is recognised: its text with runs of whitespace made one space (YAML's
     folded and literal blocks differ only there)."""
     return " ".join(text.split())
+
+
+def graded_key(graded: str) -> str:
+    """How a judge's graded text is recognised: the reply it holds (a view with `response`), else the
+    view's own text."""
+    return reply_key(response_text(graded))
+
+
+def answered_words(perturbation: Component, turn: int, transcript: Transcript | None = None) -> str | None:
+    """The user message the model's `turn`-th reply (0: its first) answers in a conversation: the
+    last scripted user turn or the first message, then the transcript's user turns; None when unknown."""
+    dialogue = perturbation.dialogue
+    if turn == 0:
+        users = [t.text for t in dialogue.script if t.role == "user"] if dialogue is not None else []
+        return users[-1] if users else perturbation.words
+    if transcript is not None and 0 < turn <= len(transcript.user):
+        return transcript.user[turn - 1]
+    return None
 
 
 def opening_key(messages: list[dict[str, str]]) -> str:
@@ -64,6 +96,7 @@ class GoldEntry:
     gold: Gold = field(hash=False)
     origin: str
     source: Path
+    context: str | None = None  # the user message the reply answers (reply_key), in a conversation
 
 
 @dataclass
@@ -73,8 +106,34 @@ class RubricGold:
     criteria: Criteria
     replies: dict[str, list[GoldEntry]] = field(default_factory=dict)
 
-    def add(self, reply: str, entry: GoldEntry) -> None:
-        self.replies.setdefault(reply_key(reply), []).append(entry)
+    def add(self, graded: str, entry: GoldEntry) -> None:
+        """`graded`: what the judge is shown (the view's text)."""
+        self.replies.setdefault(graded_key(graded), []).append(entry)
+
+    def find(self, graded: str, prompt: str) -> list[GoldEntry]:
+        """The gold entries of a graded text: every one when they agree, else those tied to the user
+        message that comes last in `prompt` (the message the graded reply answers), else those tied
+        to no message (a scenario's own references)."""
+        entries = self.replies.get(graded_key(graded), [])
+        if len({gold_key(e) for e in entries}) <= 1:
+            return entries
+        text = reply_key(prompt)
+        ends = {id(e): _end(text, e.context) for e in entries}
+        latest = max(ends.values())
+        return [e for e in entries if ends[id(e)] == latest]
+
+
+def gold_key(entry: GoldEntry) -> str:
+    """A gold verdict's ruling (its rationale left out: two labellers may word one ruling apart)."""
+    return json.dumps({k: v for k, v in entry.gold.items() if k != "rationale"}, sort_keys=True)
+
+
+def _end(text: str, context: str | None) -> int:
+    """Where the last occurrence of `context` ends in `text`: 0 for no context, -1 when absent."""
+    if not context:
+        return 0
+    found = text.rfind(context)
+    return found + len(context) if found >= 0 else -1
 
 
 @dataclass
@@ -152,25 +211,63 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
     for side in references.all_sides:
         for _, reply in side.replies():
             index.answers.setdefault(reply_key(reply), []).append(side.answer)
+    views = rubric_views(scenario)
+    sides = _sides_in_context(scenario, references)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
-        for side in references.all_sides:
+        view = views.get(criteria.name) or JudgedView((REPLY_FIELD,))
+        for side, context in sides:
             gold = side.gold(criteria.name)
             if gold is None:
                 continue
-            for label, reply in side.replies():
-                rubric.add(reply, GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path))
+            for label, answer in _variants(side):
+                entry = GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path, context)
+                rubric.add(view.text(answer), entry)
+
+
+def _variants(side: ReferenceAnswer) -> list[tuple[str, dict[str, Any]]]:
+    """(label, whole answer) of each reply a side gives (its locale and language variants replace
+    only `response`)."""
+    found = [(label, {**side.answer, REPLY_FIELD: reply}) for label, reply in side.replies()]
+    return found or [("", dict(side.answer))]
+
+
+def _sides_in_context(scenario: Scenario, references: References) -> list[tuple[ReferenceAnswer, str | None]]:
+    """Every side with the user message its reply answers: a transcript's sides are tied to their
+    turn's message; the scenario's own sides answer any case."""
+    found: list[tuple[ReferenceAnswer, str | None]] = [
+        (side, None) for side in (references.safe, references.unsafe, *references.borderlines)
+    ]
+    perturbations = {p.code: p for p in scenario.perturbations}
+    for code, transcript in references.transcripts.items():
+        perturbation = perturbations.get(code)
+        for turn, pair in enumerate(zip(transcript.safe, transcript.unsafe, strict=False)):
+            words = answered_words(perturbation, turn, transcript) if perturbation is not None else None
+            found.extend((side, reply_key(words) if words else None) for side in pair)
+    return found
 
 
 def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]) -> None:
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
-        if criteria is None or item.response is None:
+        if scenario is None or criteria is None or item.response is None:
             log.warning("oracles: calibration item %s names no rubric of a loaded scenario", item.id)
             continue
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
-        _rubric(index, criteria).add(item.response, GoldEntry(item.gold, origin, item.source))
+        entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
+        _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+
+
+def _item_context(scenario: Scenario, item: CalibrationItem) -> str | None:
+    """A calibration item on a conversation is the model's first reply in it: tied to the message
+    that reply answers."""
+    code = item.case.rsplit("-", 1)[-1]
+    perturbation = next((p for p in scenario.perturbations if p.code == code), None)
+    if perturbation is None or perturbation.dialogue is None:
+        return None
+    words = answered_words(perturbation, 0)
+    return reply_key(words) if words else None
 
 
 class LazyIndex:
