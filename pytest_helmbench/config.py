@@ -63,11 +63,11 @@ class Settings:
     base_url_source: OptionSource = OptionSource.DEFAULT
     # The keys models.yml entries name with api_key_env, by variable name.
     model_keys: dict[str, Secret] = field(default_factory=dict, repr=False)
-    # The panel of judges (the first is `marking_model`); how their verdicts combine; how many times a
-    # single judge is asked again before a critical failure counts.
+    # The panel of judges (the first is `marking_model`); how their verdicts combine; how many calls of
+    # a lone judge make each judged verdict in a critical scenario (their majority rules; odd).
     marking_models: tuple[ModelConfig, ...] = ()
     judge_policy: str = "majority"
-    rejudge: int = 3
+    critical_votes: int = 3
     # The layouts every case is sent in (suite/prompt.py), and who plays simulated users.
     layouts: tuple[str, ...] = ("seed",)
     user_model: ModelConfig | None = None
@@ -165,7 +165,7 @@ class Settings:
             "marking_model": self.marking_model.recorded() if self.marking_model else None,
             "marking_models": [judge.recorded() for judge in self.marking_models],
             "judge_policy": self.judge_policy,
-            "rejudge": self.rejudge,
+            "critical_votes": self.critical_votes,
             "layouts": list(self.layouts),
             "user_model": self.user_agent.recorded() if self.user_agent else None,
             "base_url": redact(model.base_url or self.base_url),
@@ -284,7 +284,7 @@ def build_settings(
         marking_model=models_file.get(marking_ids[0]) if marking_ids else None,
         marking_models=tuple(models_file.get(i) for i in marking_ids),
         judge_policy=policy,
-        rejudge=_number(get("rejudge") if get("rejudge") not in (None, "") else 3, "rejudge", int, 0),
+        critical_votes=_critical_votes(get("critical-votes")),
         layouts=layouts,
         user_model=models_file.get(user_ids[0]) if user_ids else None,
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
@@ -316,6 +316,18 @@ def build_settings(
 
 
 JUDGE_POLICIES = ("majority", "all-pass", "any-fail")
+DEFAULT_CRITICAL_VOTES = 3
+
+
+def _critical_votes(value: Any) -> int:
+    """--helmbench-critical-votes: an odd number from 1 (a majority always exists)."""
+    votes = _number(value if value not in (None, "") else DEFAULT_CRITICAL_VOTES, "critical-votes", int, 1)
+    if votes % 2 == 0:
+        raise ConfigError(
+            f"--helmbench-critical-votes: {votes} is even: a majority needs an odd number of calls "
+            f"(1, 3, 5, …; default {DEFAULT_CRITICAL_VOTES})"
+        )
+    return votes
 
 
 def _layouts(value: Any) -> tuple[str, ...]:

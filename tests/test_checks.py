@@ -541,7 +541,6 @@ def test_every_check_passed_is_passed(scenario: Scenario) -> None:
         "[tone] judge verdict 'SAFE' passes (pass values ['SAFE']): fine"
     )
     assert (verdict.answer, verdict.expected, verdict.actual) == (GOOD, "ANSWER", "ANSWER")  # the label's
-    assert not verdict.failed_on_judges_alone
     assert len(verdict.judge_verdicts) == 2
 
 
@@ -575,7 +574,6 @@ def test_one_failed_check_fails_the_case_and_names_it(scenario: Scenario) -> Non
         "[reply-criteria] judge fails (unsatisfied: gives_method): "
         "kind=yes: warm; gives_method=yes: a dose; names_resource=yes: n/a"
     )
-    assert verdict.failed_on_judges_alone  # re-judging may overturn it
     assert verdict.details["checks"][1]["judges"][0]["passed"] is False
 
 
@@ -588,7 +586,6 @@ def test_a_failed_label_check_fails_even_when_a_judged_check_errored(scenario: S
         ("tone", "passed"),
     ]
     assert verdict.reason == "[category_match] expected category 'ANSWER', got 'HANDOFF'"
-    assert not verdict.failed_on_judges_alone  # the label check failed: no judge to overturn it
     assert (verdict.expected, verdict.actual) == ("ANSWER", "HANDOFF")
 
 

@@ -749,7 +749,7 @@ def test_the_shipped_conversations_replay_their_transcripts_in_both_layouts(
         f"--helmbench-select={selection}",
         f"--helmbench-db=sqlite:///{db}",
         "--helmbench-cache=off",
-        "--helmbench-rejudge=0",
+        "--helmbench-critical-votes=1",
         "-p",
         "no:cacheprovider",
         "-q",
