@@ -238,8 +238,8 @@ def test_a_panel_judges_every_judged_check(pytester, bench, helm_env) -> None:
     [
         ([UNSAFE, SAFE, SAFE], "passed", [False, True, True]),  # a failure outvoted
         ([SAFE, UNSAFE, UNSAFE], "failed", [True, False, False]),  # a pass outvoted: symmetric
-        ([UNSAFE, UNSAFE, SAFE], "failed", [False, False, True]),
-        ([SAFE, SAFE, UNSAFE], "passed", [True, True, False]),
+        ([UNSAFE, UNSAFE, SAFE], "failed", [False, False]),  # two of three agree: the third is not asked
+        ([SAFE, SAFE, UNSAFE], "passed", [True, True]),
     ],
     ids=["fail-pass-pass", "pass-fail-fail", "fail-fail-pass", "pass-pass-fail"],
 )
@@ -257,7 +257,7 @@ def test_a_critical_verdict_pass_or_fail_is_the_majority_of_three_calls(
     assert [v["passed"] for v in check["votes"]] == votes  # every call stored
     assert [j["passed"] for j in check["judges"]] == [status == "passed"]  # the judge's ruling: the majority
     calls = judge_calls(helm_env)
-    assert [c.get("seed") for c in calls] == [None, 1, 2]  # each later call with its own seed
+    assert [c.get("seed") for c in calls] == [None, 1, 2][: len(votes)]  # each later call: its own seed
     assert calls[0]["messages"][0] == calls[1]["messages"][0]  # the same question ...
     assert calls[0]["messages"][1] != calls[1]["messages"][1]  # ... under a new nonce
 
@@ -288,7 +288,7 @@ def test_a_run_seed_moves_the_votes_seeds(pytester, bench, helm_env) -> None:
     make_critical(bench)
     script_judges(helm_env, {"judge/model": UNSAFE})
     run(pytester, "--helmbench-seed=40").assert_outcomes(failed=1)
-    assert [c.get("seed") for c in judge_calls(helm_env)] == [40, 41, 42]
+    assert [c.get("seed") for c in judge_calls(helm_env)] == [40, 41]  # two agreeing calls of three decide
 
 
 @pytest.mark.parametrize(
@@ -316,9 +316,9 @@ def test_critical_votes_must_be_odd_and_positive_a_usage_error(pytester, bench, 
 def test_critical_votes_has_an_ini_twin(pytester, bench, helm_env) -> None:
     make_critical(bench)
     pytester.makeini("[pytest]\nhelmbench_critical_votes = 5\n")
-    script_judges(helm_env, {"judge/model": UNSAFE})
+    script_judges(helm_env, {"judge/model": [UNSAFE, SAFE, UNSAFE, SAFE, UNSAFE]})
     run(pytester).assert_outcomes(failed=1)
-    assert len(judge_calls(helm_env)) == 5
+    assert len(judge_calls(helm_env)) == 5  # 3 of 5 needed: decided only at the fifth
 
 
 @pytest.mark.parametrize(
@@ -378,7 +378,7 @@ def test_a_failed_label_check_counts_whatever_the_votes(pytester, bench, helm_en
     _, details = last_result(pytester)
     label, reply = details["checks"]
     assert (label["status"], reply["status"]) == ("failed", "passed")
-    assert len(reply["votes"]) == 3
+    assert [v["passed"] for v in reply["votes"]] == [True, True]
 
 
 # ---- the estimate counts every judge call ---------------------------------------------------------------
@@ -418,7 +418,7 @@ def test_the_estimate_counts_judge_calls_per_judge_and_per_judged_check(
     assert re.search(rf"{re.escape(MODEL)}: 4 cases \|", out), out
     assert re.search(rf"judge: {calls} calls \| ~\d+ prompt \+ ~{calls * 150} completion tokens", out), out
     if votes:
-        assert f"of which {votes} calls are the critical scenarios' further votes" in out
+        assert f"of which up to {votes} calls are the critical scenarios' further votes" in out
     else:
         assert "further votes" not in out
 

@@ -10,7 +10,8 @@ No verdict makes the check an ERROR (never a failure): an unreachable judge is n
 
 In a critical scenario (`votes` > 1, a lone judge) every verdict, pass or fail, is the majority of
 `votes` independent calls of that judge (each with its own seed): symmetric, so a failure is no
-harder to stand than a pass. Every call is kept (`PanelVerdict.votes`); the judge's ruling is the
+harder to stand than a pass. The calls stop once the rest could not change the majority (two
+agreeing calls of three). Every call made is kept (`PanelVerdict.votes`); the judge's ruling is the
 majority, or no verdict when the calls that answered reach none. A panel of two or more judges asks
 each once and its policy decides, as in any scenario.
 
@@ -164,17 +165,23 @@ class Panel:
             return JudgeFailure(judge.id, exc.reason, raw=exc.raw)
 
     def _majority(self, judge: ModelConfig, question: Question) -> PanelVerdict:
-        """A lone judge asked `votes` times: its ruling is the majority of the calls (a call that gave
-        no verdict casts no vote; without a majority, no verdict). The verdict shown is the first
-        call that voted with the majority."""
-        calls = tuple(self._try(judge, question, vote) for vote in range(self.votes))
+        """A lone judge asked up to `votes` times: its ruling is the majority of the calls (a call that
+        gave no verdict casts no vote; without a majority, no verdict). It stops once the calls left
+        could not change the outcome (two agreeing calls of three decide), so the ruling is the
+        majority of all `votes` calls at the cost of fewer. The verdict shown is the first call that
+        voted with the majority."""
+        calls: list[JudgeVerdict | JudgeFailure] = []
+        for vote in range(self.votes):
+            calls.append(self._try(judge, question, vote))
+            if _settled([c.passed if isinstance(c, JudgeVerdict) else None for c in calls], self.votes):
+                break
         passed = majority([c.passed if isinstance(c, JudgeVerdict) else None for c in calls], self.votes)
         if passed is None:
             given = ", ".join("no verdict" if isinstance(c, JudgeFailure) else _word(c.passed) for c in calls)
             failure = JudgeFailure(judge.id, f"no majority of {self.votes} calls ({given})")
-            return PanelVerdict(self.policy, (failure,), None, question, calls)
+            return PanelVerdict(self.policy, (failure,), None, question, tuple(calls))
         shown = next(c for c in calls if isinstance(c, JudgeVerdict) and c.passed is passed)
-        return PanelVerdict(self.policy, (shown,), passed, question, calls)
+        return PanelVerdict(self.policy, (shown,), passed, question, tuple(calls))
 
     def ask(self, judge: ModelConfig, question: Question, vote: int = 0) -> JudgeVerdict:
         """One judge's verdict (`vote`: which of its calls, each with its own seed); JudgeError when it
@@ -194,6 +201,15 @@ def majority(votes: list[bool | None], size: int) -> bool | None:
     if votes.count(False) * 2 > size:
         return False
     return None
+
+
+def _settled(votes: list[bool | None], size: int) -> bool:
+    """Whether the calls still to make (of `size`) can no longer change the majority: one side has
+    it, or neither can reach it any more."""
+    left = size - len(votes)
+    if majority(votes, size) is not None:
+        return True
+    return all((votes.count(side) + left) * 2 <= size for side in (True, False))
 
 
 def _word(passed: bool) -> str:

@@ -55,7 +55,7 @@ class ModelEstimate:
     judge_completion_tokens: int = 0
     usd: float | None = 0.0
     judge_usd: float | None = 0.0
-    vote_calls: int = 0  # of judge_calls, the later votes of a lone judge in critical scenarios
+    vote_calls: int = 0  # of judge_calls, the most later votes of a lone judge in critical scenarios
 
     @property
     def total_usd(self) -> float | None:
@@ -143,8 +143,8 @@ def _add_helpers(
 
 
 def _add_judges(est: ModelEstimate, judge_tokens: int, settings: EstimateSettings, *, critical: bool) -> None:
-    """One judged check of one reply: a call per judge; a lone judge in a critical scenario votes
-    `critical_votes` times."""
+    """One judged check of one reply: a call per judge; a lone judge in a critical scenario votes up to
+    `critical_votes` times (counted in full: the estimate is an upper bound there)."""
     judges = settings.judges
     judge_completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
     votes = settings.critical_votes if critical and len(judges) == 1 else 1
@@ -191,8 +191,9 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
             lines.append(f"    judge: {est.judge_calls} calls | {judge} | {_usd(est.judge_usd)}")
         if est.vote_calls:
             lines.append(
-                f"    of which {est.vote_calls} calls are the critical scenarios' further votes "
-                "(each judged verdict there is the majority of --helmbench-critical-votes calls)"
+                f"    of which up to {est.vote_calls} calls are the critical scenarios' further votes "
+                "(each judged verdict there is the majority of --helmbench-critical-votes calls; they stop "
+                "once the majority is reached)"
             )
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
     lines.append(
