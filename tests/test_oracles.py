@@ -16,14 +16,23 @@ from pytest_helmbench.errors import BenchmarkError, HelmbenchError
 from pytest_helmbench.evaluation.answers import schema_violations
 from pytest_helmbench.evaluation.builtin import builtin_registry as evaluator_registry
 from pytest_helmbench.evaluation.judge import judge_messages, run_judge
+from pytest_helmbench.execution.calibrate import gold_passes
 from pytest_helmbench.providers.base import ProviderContext
 from pytest_helmbench.providers.builtin import builtin_registry
 from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected
 from pytest_helmbench.providers.judge_wire import new_nonce, read_judge_messages
-from pytest_helmbench.providers.oracle import REFUSAL, OracleProvider, empty_value, refusal_answer
+from pytest_helmbench.providers.oracle import (
+    REFUSAL,
+    OracleProvider,
+    empty_value,
+    flip,
+    noise_rate,
+    refusal_answer,
+)
 from pytest_helmbench.suite.calibration import check_calibration, load_calibration, parse_calibration_file
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.files import BenchmarkFiles
+from pytest_helmbench.suite.gold import check_gold
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import yaml_load
 from pytest_helmbench.suite.model import Criteria, Scenario
@@ -796,3 +805,78 @@ def test_a_session_with_oracles_needs_no_key_and_errors_where_no_gold_verdict_ex
     result = pytester.runpytest(*args, "--helmbench-cache=off", "-p", "no:cacheprovider", "-q", "-rE")
     result.assert_outcomes(passed=12, failed=24, errors=12)  # oracle/safe on P1-B1-S1: no gold, no guess
     result.stdout.fnmatch_lines(["*oracle/judge: no gold verdict for this reply on reply-criteria.md*"])
+
+
+# ---------------------------------------------------------------------------------------------
+# oracle/noisy-judge-P: a judge wrong on a known share of its calls (issue #25, point 3)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "rate"),
+    [
+        ("oracle/noisy-judge-10", 0.10),
+        ("oracle/noisy-judge-0", 0.0),
+        ("oracle/noisy-judge-50", 0.50),
+        ("oracle/noisy-judge-51", None),
+        ("oracle/noisy-judge-", None),
+        ("oracle/noisy-judge-1.5", None),
+        ("oracle/judge", None),
+    ],
+)
+def test_a_noisy_judge_id_names_its_per_call_error(model_id: str, rate: float | None):
+    assert noise_rate(model_id) == rate
+
+
+def test_an_out_of_range_noisy_judge_is_one_clear_error(bench):
+    OracleProvider().prepare(["oracle/noisy-judge-10"], context(bench))
+    with pytest.raises(HelmbenchError, match="oracle/noisy-judge-P .* 0 to 50"):
+        OracleProvider().prepare(["oracle/noisy-judge-75"], context(bench))
+
+
+def noisy_verdict(client, criteria: Criteria, graded: str, seed: int | None):
+    model = f"oracle/{client.role}"
+
+    def send(messages, response_format) -> ChatResponse:
+        request = ChatRequest(model, messages.messages(new_nonce()), response_format, seed=seed)
+        return client.complete(request)
+
+    return run_judge(send, criteria, "the case prompt", graded, model)
+
+
+def test_the_noisy_judge_flips_a_share_of_its_calls_seeded_by_the_call(shipped_provider):
+    """Per call (one seed each), a verdict is the gold one or its opposite; the same call always draws
+    the same; over many calls the wrong share is the rate the id names; at 0 % it is oracle/judge."""
+    scenario = SHIPPED.load_scenario(oracle_figures.BENCHMARK / "scenarios" / "P1-B1-S1")
+    references = load_references(scenario.path.parent, SHIPPED.files)
+    assert references is not None
+    criteria = next(
+        c.criteria for c in scenario.checks if c.criteria and c.criteria.name == "reply-criteria.md"
+    )
+    root = oracle_figures.BENCHMARK
+    noisy = oracle(root, "oracle/noisy-judge-20", shipped_provider)
+    exact = oracle(root, "oracle/noisy-judge-0", shipped_provider)
+    for side, gold in ((references.safe, True), (references.unsafe, False)):
+        reply = side.response
+        assert reply is not None
+        verdicts = [noisy_verdict(noisy, criteria, reply, seed).passed for seed in range(400)]
+        wrong = verdicts.count(not gold) / len(verdicts)
+        assert 0.15 <= wrong <= 0.25, wrong
+        assert [noisy_verdict(noisy, criteria, reply, seed).passed for seed in range(20)] == verdicts[:20]
+        assert all(noisy_verdict(exact, criteria, reply, seed).passed is gold for seed in range(50))
+
+
+def test_a_flipped_verdict_is_the_opposite_ruling(shipped_provider):
+    scenario = SHIPPED.load_scenario(oracle_figures.BENCHMARK / "scenarios" / "P1-B1-S3")
+    references = load_references(scenario.path.parent, SHIPPED.files)
+    assert references is not None
+    rubrics = {c.criteria.name: c.criteria for c in scenario.checks if c.criteria is not None}
+    for name, criteria in rubrics.items():
+        for side in (references.safe, references.unsafe):
+            gold = side.gold(name)
+            assert gold is not None
+            for pick in range(12):
+                flipped = flip(criteria, gold, pick)
+                check_gold(flipped, criteria, scenario.path, "flipped")
+                assert gold_passes(flipped, criteria) is not gold_passes(gold, criteria), (name, side.kind)
+                if criteria.atomic and gold_passes(gold, criteria):  # one check answered the wrong way
+                    assert sum(flipped[c] != gold[c] for c in flipped) == 1

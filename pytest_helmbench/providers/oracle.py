@@ -13,6 +13,12 @@
 * `oracle/judge`, a marking model: the stored gold verdict of any reference or calibration reply
   of the rubric it is asked about, and an error (never a guess) for any other reply; asked for an
   extraction (the deployed layout), the labels of the reference answer that holds the reply;
+* `oracle/noisy-judge-P` (P a whole percent, 0 to 50): `oracle/judge` wrong on a share P/100 of its
+  calls — a call's verdict is flipped (a pass made a failure by one required check answered the
+  wrong way, a failure made a pass by every check answered the passing way) when a draw seeded by
+  the request (rubric, prompt, graded text, the call's seed) falls below P/100; each vote of a
+  critical verdict carries its own seed, so its draws are independent, and a run's --helmbench-seed
+  moves them all. It measures how the critical gate fares with a judge of a known error rate;
 * `oracle/user`, a simulated user: the user turns of the perturbation's reference transcript, in
   order, then the end of the conversation.
 
@@ -25,14 +31,17 @@ Anything it does not know is a CallError: the case is an ERROR, not a score.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..config import ModelConfig
 from ..errors import BenchmarkError, HelmbenchError
 from ..jsontext import response_text
-from ..suite.gold import check_gold
+from ..suite.gold import Gold, check_gold, gold_values
+from ..suite.model import Criteria
 from ..suite.references import BORDERLINE_SAFE, ReferenceAnswer, References
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
@@ -45,6 +54,19 @@ REFUSAL = "I'm sorry, but I can't help with that."
 LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
 ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all", "borderline-safe", "borderline-unsafe")
 KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge", "user"))
+NOISY_JUDGE = re.compile(r"^oracle/noisy-judge-(\d{1,2})$")  # its per-call error, in whole percent
+
+
+def noise_rate(model_id: str) -> float | None:
+    """The per-call error of an `oracle/noisy-judge-P` id (P from 0 to 50), else None."""
+    match = NOISY_JUDGE.match(model_id)
+    if match is None or int(match.group(1)) > 50:
+        return None
+    return int(match.group(1)) / 100
+
+
+def is_known(model_id: str) -> bool:
+    return model_id in KNOWN or noise_rate(model_id) is not None
 
 
 class OracleProvider(Provider):
@@ -60,7 +82,7 @@ class OracleProvider(Provider):
         return model_id.startswith(PREFIX)
 
     def prepare(self, model_ids: Sequence[str], context: ProviderContext) -> None:
-        unknown = sorted(set(model_ids) - set(KNOWN))
+        unknown = sorted(m for m in set(model_ids) if not is_known(m))
         if unknown:
             raise HelmbenchError(unknown_message(unknown[0]))
 
@@ -81,7 +103,10 @@ class OracleProvider(Provider):
 
 
 def unknown_message(model_id: str) -> str:
-    return f"unknown oracle model {model_id!r}: the oracles are {', '.join(KNOWN)}"
+    return (
+        f"unknown oracle model {model_id!r}: the oracles are {', '.join(KNOWN)} and "
+        f"{PREFIX}noisy-judge-P (P: its per-call error in whole percent, 0 to 50)"
+    )
 
 
 class OracleClient(InProcessClient):
@@ -109,10 +134,11 @@ class OracleClient(InProcessClient):
 
     def answer(self, request: ChatRequest) -> str:
         index = self.index()
-        if self.role == "judge":
+        noise = noise_rate(PREFIX + self.role)
+        if self.role == "judge" or noise is not None:
             if is_extraction(request.messages):
                 return json.dumps(extraction_answer(index, request), ensure_ascii=False)
-            return json.dumps(judge_answer(index, request), ensure_ascii=False)
+            return json.dumps(judge_answer(index, request, noise or 0.0), ensure_ascii=False)
         if self.role == "user":
             return json.dumps(user_answer(index, request), ensure_ascii=False)
         if self.role not in ANSWERERS:
@@ -262,8 +288,9 @@ def empty_value(schema: dict[str, Any]) -> Any:
     return None
 
 
-def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
-    """The gold verdict of the graded reply, in the rubric's judge schema; a CallError otherwise."""
+def judge_answer(index: OracleIndex, request: ChatRequest, noise: float = 0.0) -> dict[str, Any]:
+    """The gold verdict of the graded reply, in the rubric's judge schema (flipped on a share `noise`
+    of the calls); a CallError otherwise."""
     graded = read_judge_messages(request.messages)
     if graded is None:
         raise CallError(f"{PREFIX}judge: the request is not a HELMBench judge request")
@@ -287,7 +314,43 @@ def judge_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any]:
         check_gold(entry.gold, rubric.criteria, entry.source, entry.origin)
     except BenchmarkError as exc:
         raise CallError(f"{PREFIX}judge: {exc.message} ({exc.path}); fix: {exc.fix}") from None
-    return format_verdict(rubric, entry.gold, f"gold label from {entry.origin}")
+    rationale = f"gold label from {entry.origin}"
+    if noise:
+        draw = _draw(request, graded.rubric, graded.prompt, graded.answer)
+        if draw / 2**256 < noise:
+            flipped = flip(rubric.criteria, entry.gold, draw)
+            return format_verdict(rubric, flipped, f"{rationale}, flipped: a noisy judge's wrong call")
+    return format_verdict(rubric, entry.gold, rationale)
+
+
+def _draw(request: ChatRequest, *question: str) -> int:
+    """A 256-bit number fixed by the question and the call's seed (a vote's own seed), independent of
+    the nonce: the same call draws the same number, another vote another."""
+    material = json.dumps([*question, request.seed, request.model], ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(material.encode("utf-8")).digest(), "big")
+
+
+def flip(criteria: Criteria, gold: Gold, pick: int) -> Gold:
+    """The opposite verdict to `gold`: a passing one fails by one required check (chosen by `pick`)
+    answered the failing way (every check, under a rule one miss cannot fail); a failing one passes
+    with every check answered the passing way. Options form: a failing option, or the first pass value."""
+    if criteria.atomic:
+        answers = {c.id: str(gold.get(c.id)) for c in criteria.checks}
+        failing = {c.id: "no" if c.pass_answer == "yes" else "yes" for c in criteria.checks}
+        if not criteria.answers_pass(answers):
+            return {c.id: c.pass_answer for c in criteria.checks}
+        required = [c for c in criteria.checks if c.required] or list(criteria.checks)
+        chosen = required[pick % len(required)].id
+        answers[chosen] = failing[chosen]
+        return answers if not criteria.answers_pass(answers) else failing
+    wrong = [o for o in criteria.options if o not in criteria.pass_values]
+    if criteria.values_pass(gold_values(gold, criteria)):
+        if not wrong:
+            return dict(gold)  # every option passes: nothing to flip to
+        value = wrong[pick % len(wrong)]
+    else:
+        value = criteria.pass_values[0]
+    return {criteria.response_field: [value] if criteria.response_type == "multi" else value}
 
 
 def format_verdict(rubric: RubricGold, gold: dict[str, Any], rationale: str) -> dict[str, Any]:
