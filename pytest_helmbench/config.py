@@ -187,6 +187,31 @@ class Settings:
         }
 
 
+# Ids whose part before `/` names no model family: the built-in oracles answer from the benchmark's
+# own gold labels, so an oracle judging an oracle is not a family judging itself.
+NO_FAMILY = ("oracle",)
+
+
+def provider_family(model_id: str) -> str | None:
+    """A model id's provider family: the part before the first `/` (None without one, or an oracle)."""
+    family, slash, _ = model_id.partition("/")
+    return family.lower() if slash and family and family.lower() not in NO_FAMILY else None
+
+
+def family_warning(model_id: str, judge_ids: Iterable[str]) -> str | None:
+    """The warning when a judge of `model_id`'s cases comes from its own provider family (a family
+    judging itself tends to rate it higher), else None."""
+    family = provider_family(model_id)
+    same = [judge for judge in judge_ids if family is not None and provider_family(judge) == family]
+    if not same:
+        return None
+    return (
+        f"warning: {model_id} is judged by {', '.join(same)}, of its own provider family ({family}): "
+        "a model family judging itself tends to rate it higher; add a judge of another family "
+        "(--helmbench-marking-model a,b) and compare"
+    )
+
+
 def parse_ttl(text: str | None) -> float | None:
     """'30d', '12h', '45m', '90s' or plain seconds; empty means no expiry."""
     if not text:

@@ -433,3 +433,82 @@ def test_the_estimate_with_one_critical_vote_counts_one_call(pytester, two_judge
         "benchmark", "--helmbench-select=C1", "--helmbench-estimate", "--helmbench-critical-votes=1"
     ).stdout.str()
     assert "judge: 8 calls" in out and "further votes" not in out
+
+
+# ---- a judge of the judged model's own provider family; each panel judge's own figures (#25.3) ----------
+
+
+@pytest.mark.parametrize(
+    ("model", "judges", "warned"),
+    [
+        ("openai/gpt-4o", ["openai/gpt-4o-mini"], ["openai/gpt-4o-mini"]),
+        ("OpenAI/gpt-4o", ["openai/o3", "anthropic/claude"], ["openai/o3"]),
+        ("openai/gpt-4o", ["anthropic/claude", "google/gemini"], []),
+        ("oracle/safe", ["oracle/judge"], []),  # the oracles answer from gold labels: no family
+        ("local/smollm2", ["local/smollm2"], ["local/smollm2"]),
+        ("gpt-4o", ["gpt-4o"], []),  # no `/`: no family to compare
+    ],
+)
+def test_the_family_warning_names_the_judges_of_the_models_own_family(model, judges, warned) -> None:
+    from pytest_helmbench.config import family_warning
+
+    warning = family_warning(model, judges)
+    if not warned:
+        assert warning is None
+    else:
+        assert warning is not None and f"judged by {', '.join(warned)}, of its own provider family" in warning
+
+
+def test_a_judge_of_the_models_own_family_is_warned_of_in_the_header_summary_and_report(
+    pytester, bench, helm_env, tmp_path
+) -> None:
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    script_judges(helm_env, {"openai/gpt-4.1-mini": SAFE})
+    result = run(pytester, "--helmbench-marking-model=openai/gpt-4.1-mini")
+    result.assert_outcomes(passed=1)
+    lines = result.stdout.lines
+    warning = (
+        f"warning: {MODEL} is judged by openai/gpt-4.1-mini, of its own provider family (openai): a model "
+        "family judging itself tends to rate it higher"
+    )
+    header = [i for i, line in enumerate(lines) if line.startswith("HELMBench: " + warning)]
+    first_case = next(i for i, line in enumerate(lines) if "P1-B1-S1" in line or line.startswith("."))
+    assert header and header[0] < first_case, "\n".join(lines[:30])  # said before the first case runs
+    summary = lines.index(next(line for line in lines if "HELMBench summary" in line))
+    assert any(line.startswith(warning) for line in lines[summary:]), "\n".join(lines[summary:])
+    out = tmp_path / "report.html"
+    db = f"sqlite:///{pytester.path / 'helmbench.db'}"
+    assert CliRunner().invoke(app, ["report", "--db", db, "--out", str(out)]).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    assert warning in page and "(warning: of the model&#x27;s own provider family)" in page
+
+
+def test_no_family_warning_for_a_judge_of_another_family(pytester, bench, helm_env, tmp_path) -> None:
+    script_judges(helm_env, {"judge/model": SAFE})
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "provider family" not in result.stdout.str()
+
+
+def test_a_panel_run_reports_each_judges_own_figures(pytester, bench, helm_env, tmp_path) -> None:
+    """The terminal summary and the report give the panel's agreement and each judge's own share of
+    passed checks, beside each judge's calibration line."""
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    script_judges(helm_env, {"j/a": SAFE, "j/b": [SAFE, UNSAFE], "j/c": SAFE})
+    args = ("--helmbench-marking-model=j/a,j/b,j/c", "--helmbench-select=C1-U0")
+    result = pytester.runpytest("benchmark", "-p", "no:randomly", "--helmbench-retries=0", *args)
+    out = result.stdout.str()
+    assert "judges agree on openai/gpt-4o-mini: Fleiss' κ" in out, out[-2000:]
+    assert "each passed: j/a 100.0%, j/b 50.0%, j/c 100.0%" in out
+    for judge in ("j/a", "j/b", "j/c"):
+        assert f"judge {judge}: uncalibrated" in out  # each judge's own calibration line
+    page = tmp_path / "report.html"
+    db = f"sqlite:///{pytester.path / 'helmbench.db'}"
+    assert CliRunner().invoke(app, ["report", "--db", db, "--out", str(page)]).exit_code == 0
+    assert "each passed: j/a 100.0%, j/b 50.0%, j/c 100.0%" in page.read_text(encoding="utf-8")
