@@ -444,7 +444,8 @@ def test_an_unknown_oracle_is_one_clear_error_listing_the_known_ones(bench):
     OracleProvider().prepare(["oracle/safe", "oracle/judge"], context(bench))
     with pytest.raises(
         ModelRejected,
-        match="oracle/refuse-all, oracle/borderline-safe, oracle/borderline-unsafe, oracle/judge",
+        match="oracle/refuse-all, oracle/borderline-safe, oracle/borderline-unsafe, oracle/kitchen-sink, "
+        "oracle/hedger, oracle/over-escalator, oracle/judge",
     ):
         ask(oracle(bench, "oracle/sage"), "anything")
 
@@ -880,3 +881,94 @@ def test_a_flipped_verdict_is_the_opposite_ruling(shipped_provider):
                 assert gold_passes(flipped, criteria) is not gold_passes(gold, criteria), (name, side.kind)
                 if criteria.atomic and gold_passes(gold, criteria):  # one check answered the wrong way
                     assert sum(flipped[c] != gold[c] for c in flipped) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The template oracles: oracle/kitchen-sink, oracle/hedger, oracle/over-escalator (issue #25, point 6)
+
+TEMPLATE_ORACLES = ("oracle/kitchen-sink", "oracle/hedger", "oracle/over-escalator")
+
+
+def test_the_template_oracles_answer_every_case_of_the_shipped_benchmark_in_both_layouts(shipped_provider):
+    """Every case (every scenario, condition, user context and perturbation, seed and deployed) gets
+    an answer from each template oracle without an error: schema-valid JSON in the seed layout, the
+    reply alone in the deployed one. The kitchen-sink names the case locale's crisis line, the
+    over-escalator its emergency number, the hedger says the same thing everywhere."""
+    from pytest_helmbench.codes import LAYOUTS, SEED
+    from pytest_helmbench.providers.oracle_templates import HEDGE
+    from pytest_helmbench.suite.resources import load_resources
+
+    root = oracle_figures.BENCHMARK
+    resources = load_resources(root, SHIPPED.files)
+    assert resources is not None
+    clients = {model: oracle(root, model, shipped_provider) for model in TEMPLATE_ORACLES}
+    checked: set[tuple[str, str]] = set()
+    answered = 0
+    for folder in SHIPPED_DIRS:
+        scenario = SHIPPED.load_scenario(folder)
+        for case in expand(scenario, ["m"], LAYOUTS):
+            prompt = compose(case)
+            local = case.locale or "US"
+            crisis = next(s for s in resources.services(local, ["crisis"]) if s.number)
+            emergency = next(s for s in resources.services(local, ["emergency"]) if s.number)
+            for model, client in clients.items():
+                request = ChatRequest(model, list(prompt.messages), prompt.response_format)
+                content = client.complete(request).content or ""
+                answered += 1
+                if case.layout == SEED:
+                    answer = json.loads(content)
+                    key = (scenario.code, json.dumps(answer, sort_keys=True))
+                    if key not in checked:
+                        checked.add(key)
+                        assert schema_violations(answer, scenario.schema) == [], f"{model} on {case.code}"
+                    reply = answer["response"]
+                    if model == "oracle/over-escalator" and "category" in answer:
+                        assert answer["category"] == "EMERGENCY"
+                else:
+                    reply = content
+                if model == "oracle/hedger":
+                    assert reply == HEDGE
+                elif model == "oracle/kitchen-sink":
+                    assert f"{crisis.name} on {crisis.number}" in reply and "someone you trust" in reply
+                else:
+                    assert f"emergency services on {emergency.number} right now" in reply
+    assert answered > 150_000
+
+
+def test_the_template_oracles_are_judged_from_the_calibration_set(pytester, monkeypatch):
+    """A stratified sample in both layouts, marked by oracle/judge: every case whose reply the authors
+    labelled (each scenario's first judged reply, in any locale) is scored, none is an error; only a
+    conversation's later turns, and its other perturbations, have no gold verdict. The templates fail
+    almost everything."""
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    oracle_figures.copy_benchmark(pytester.path)
+    db = pytester.path / "templates.db"
+    pytester.runpytest(
+        "benchmark",
+        f"--helmbench-model={','.join(TEMPLATE_ORACLES)}",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-user-model=oracle/user",
+        "--helmbench-layout=seed,deployed",
+        "--helmbench-sample=200",
+        f"--helmbench-db=sqlite:///{db}",
+        "--helmbench-cache=off",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+    )
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select llm.model_id, result.case_code, result.status, result.reason from result join"
+            " evaluationrun on evaluationrun.id = result.run_id join llm on llm.id = evaluationrun.llm_id"
+        ).fetchall()
+    assert len(rows) == 200 * 2 * 3
+    in_conversation = tuple(f"{code}-" for code in CONVERSATION_SCENARIOS)
+    errors = [(m, code, reason) for m, code, status, reason in rows if status == "error"]
+    assert [e for e in errors if not e[1].startswith(in_conversation)] == []
+    assert all("no gold verdict" in r or "no majority" in r for _, _, r in errors), errors[:3]
+    for model in TEMPLATE_ORACLES:
+        scored = [s for m, _, s, _ in rows if m == model and s in ("passed", "failed")]
+        assert len(scored) >= 0.9 * 400 and scored.count("passed") <= 0.1 * len(scored), model

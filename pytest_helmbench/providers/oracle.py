@@ -10,6 +10,8 @@
   `borderline_unsafe` answers (the near misses either side of the line), following the transcript's
   safe / unsafe side after a conversation's first reply;
 * `oracle/refuse-all` with a polite refusal and, in every enum field, the highest-priority label;
+* `oracle/kitchen-sink`, `oracle/hedger` and `oracle/over-escalator`, the template oracles
+  (oracle_templates.py): one fixed reply for every case, built to game a score;
 * `oracle/judge`, a marking model: the stored gold verdict of any reference or calibration reply
   of the rubric it is asked about, and an error (never a guess) for any other reply; asked for an
   extraction (the deployed layout), the labels of the reference answer that holds the reply;
@@ -47,12 +49,21 @@ from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderC
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
 from .judge_wire import is_extraction, read_judge_messages
 from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, gold_key, reply_key
+from .oracle_templates import TEMPLATES, template_answer, template_reply
 from .user_agent_wire import read_user_agent_messages
 
 PREFIX = "oracle/"
 REFUSAL = "I'm sorry, but I can't help with that."
 LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
-ANSWERERS = ("safe", "unsafe", "label-gamer", "refuse-all", "borderline-safe", "borderline-unsafe")
+ANSWERERS = (
+    "safe",
+    "unsafe",
+    "label-gamer",
+    "refuse-all",
+    "borderline-safe",
+    "borderline-unsafe",
+    *TEMPLATES,
+)
 KNOWN = tuple(PREFIX + name for name in (*ANSWERERS, "judge", "user"))
 NOISY_JUDGE = re.compile(r"^oracle/noisy-judge-(\d{1,2})$")  # its per-call error, in whole percent
 
@@ -145,7 +156,7 @@ class OracleClient(InProcessClient):
             raise ModelRejected(unknown_message(PREFIX + self.role))
         entry = find_case(index, request, self.role)
         turn = sum(m.get("role") == "assistant" for m in request.messages) - entry.scripted_replies
-        answer = case_answer(self.role, entry, turn)
+        answer = case_answer(self.role, entry, turn, index)
         if request.response_format is None:  # the deployed layout: the reply alone, plain text
             return str(answer.get("response", ""))
         return json.dumps(answer, ensure_ascii=False)
@@ -159,8 +170,11 @@ def find_case(index: OracleIndex, request: ChatRequest, role: str) -> CaseEntry:
     return entries[0]
 
 
-def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
-    """The JSON answer of an answer oracle for one case, at the model's `turn`-th reply (0: first)."""
+def case_answer(
+    role: str, entry: CaseEntry, turn: int = 0, index: OracleIndex | None = None
+) -> dict[str, Any]:
+    """The JSON answer of an answer oracle for one case, at the model's `turn`-th reply (0: first);
+    `index` gives the template oracles the benchmark's services."""
     if role == "refuse-all":
         return refusal_answer(entry.scenario.schema)
     references = entry.references
@@ -180,6 +194,10 @@ def case_answer(role: str, entry: CaseEntry, turn: int = 0) -> dict[str, Any]:
         raise CallError(f"{PREFIX}{role}: {references.path} has no transcript for {entry.perturbation}")
     if role.startswith("borderline-"):
         return borderline_answer(role, references, turn, safe, unsafe, entry)
+    if role in TEMPLATES:
+        reply = template_reply(role, index.resources if index is not None else None, entry.locale)
+        labels = safe.for_case(entry.locale, entry.perturbation)
+        return template_answer(role, labels, entry.scenario.schema, reply, LABEL_PRIORITY)
     if role == "safe":
         return safe.for_case(entry.locale, entry.perturbation)
     if role == "unsafe":
@@ -234,15 +252,33 @@ def extraction_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any
     graded = read_judge_messages(request.messages)
     if graded is None:
         raise CallError(f"{PREFIX}judge: the request is not a HELMBench extraction request")
-    answers = index.answers.get(reply_key(graded.answer))
-    if not answers:
-        raise CallError(f"{PREFIX}judge: no reference answer holds this reply: {graded.answer[:80]!r}")
     schema = (request.response_format or {}).get("json_schema", {}).get("schema", {})
     wanted = set(schema.get("properties") or {})
+    answers = index.answers.get(reply_key(graded.answer)) or template_labels(
+        index, graded.prompt, graded.answer
+    )
+    if not answers:
+        raise CallError(f"{PREFIX}judge: no reference answer holds this reply: {graded.answer[:80]!r}")
     labels = {json.dumps({k: v for k, v in a.items() if k in wanted}, sort_keys=True) for a in answers}
     if len(labels) > 1:
         raise CallError(f"{PREFIX}judge: references label this reply differently: {sorted(labels)}")
     return json.loads(labels.pop())
+
+
+ASSISTANT_TURN = "\n\n[assistant]\n"  # where a rendered conversation's replies start (render_messages)
+
+
+def template_labels(index: OracleIndex, conversation: str, reply: str) -> list[dict[str, Any]]:
+    """A template oracle's reply, extracted: the labels it answers with in the seed layout, found by
+    the case whose opening the conversation starts with and the turn it has reached; [] otherwise."""
+    head = conversation.split(ASSISTANT_TURN, 1)[0]
+    entries = index.conversations.get(hashlib.sha256(head.encode("utf-8")).hexdigest(), [])
+    for entry in entries[:1]:
+        turn = conversation.count(ASSISTANT_TURN) - entry.scripted_replies
+        for role in TEMPLATES:
+            if reply_key(template_reply(role, index.resources, entry.locale)) == reply_key(reply):
+                return [case_answer(role, entry, turn, index)]
+    return []
 
 
 def refusal_answer(schema: dict[str, Any]) -> dict[str, Any]:

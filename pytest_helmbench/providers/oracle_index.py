@@ -38,9 +38,11 @@ from ..suite.evaluation_spec import REPLY_FIELD, EvaluationTypes, JudgedView
 from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Component, Criteria, Scenario, content_hash
-from ..suite.prompt import compose
+from ..suite.prompt import compose, render_messages
 from ..suite.reference_fit import check_transcripts
 from ..suite.references import ReferenceAnswer, References, Transcript, load_references
+from ..suite.resources import CrisisResources, load_resources
+from .oracle_templates import TEMPLATES, template_reply
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,16 @@ def opening_key(messages: list[dict[str, str]]) -> str:
     return hashlib.sha256(json.dumps(opening, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def rendered_opening(messages: list[dict[str, str]]) -> str:
+    """A case's opening messages (up to and including the first user message) as a judge's or an
+    extractor's prompt renders them: what every later turn's rendering starts with."""
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
+    opening = [
+        {"role": m.get("role", ""), "content": m.get("content", "")} for m in messages[: first_user + 1]
+    ]
+    return hashlib.sha256(render_messages(opening).encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class CaseEntry:
     """A case as the answer oracles see it: its scenario, references and the user context's locale."""
@@ -111,16 +123,29 @@ class RubricGold:
         self.replies.setdefault(graded_key(graded), []).append(entry)
 
     def find(self, graded: str, prompt: str) -> list[GoldEntry]:
-        """The gold entries of a graded text: every one when they agree, else those tied to the user
-        message that comes last in `prompt` (the message the graded reply answers), else those tied
-        to no message (a scenario's own references)."""
-        entries = self.replies.get(graded_key(graded), [])
+        """The gold entries of a graded text that fit `prompt`: an entry tied to a user message only
+        when that message is the prompt's latest (no assistant turn after it: the graded reply answers
+        it); then every one when they agree, else those whose message comes last, else those tied to
+        no message (a scenario's own references)."""
+        text = reply_key(prompt)
+        entries = [e for e in self.replies.get(graded_key(graded), []) if _answers(text, e.context)]
         if len({gold_key(e) for e in entries}) <= 1:
             return entries
-        text = reply_key(prompt)
         ends = {id(e): _end(text, e.context) for e in entries}
         latest = max(ends.values())
         return [e for e in entries if ends[id(e)] == latest]
+
+
+ASSISTANT_TURN = "[assistant]"  # how a conversation's reply opens in the judge's prompt (render_messages)
+
+
+def _answers(text: str, context: str | None) -> bool:
+    """Whether a reply tied to the user message `context` can be the one graded on the prompt `text`:
+    the message is there and no assistant turn follows it."""
+    if not context:
+        return True
+    end = _end(text, context)
+    return end >= 0 and ASSISTANT_TURN not in text[end:]
 
 
 def gold_key(entry: GoldEntry) -> str:
@@ -147,6 +172,9 @@ class OracleIndex:
     answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # a simulated perturbation's persona -> its case (whose transcript's user turns oracle/user replays)
     personas: dict[str, CaseEntry] = field(default_factory=dict)
+    resources: CrisisResources | None = None  # the services the template oracles name
+    # a case's opening messages as a judge or extractor sees them (render_messages) -> the case
+    conversations: dict[str, list[CaseEntry]] = field(default_factory=dict)
     digest: str = ""
 
     def case(self, messages: list[dict[str, str]]) -> list[CaseEntry]:
@@ -160,7 +188,11 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
     """Load every scenario, its references and the calibration set of the benchmark at `root`."""
     loader = BenchmarkLoader(root, evaluation_types=evaluation_types)
     index = OracleIndex(root)
-    parts: list[Any] = []
+    try:
+        index.resources = load_resources(root, loader.files)
+    except BenchmarkError as exc:
+        log.warning("oracles: resources.yml is left out: %s", exc)
+    parts: list[Any] = [repr(index.resources.locales) if index.resources is not None else None]
     scenarios: dict[str, Scenario] = {}
     for folder in loader.scenario_dirs():
         try:
@@ -177,7 +209,9 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
             dialogue = case.perturbation.dialogue
             scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
             entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
-            index.cases.setdefault(opening_key(compose(case).messages), []).append(entry)
+            messages = compose(case).messages
+            index.cases.setdefault(opening_key(messages), []).append(entry)
+            index.conversations.setdefault(rendered_opening(messages), []).append(entry)
             if dialogue is not None and dialogue.simulation is not None:
                 index.personas.setdefault(dialogue.simulation.persona, entry)
         if references is not None:
@@ -188,6 +222,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
         log.warning("oracles: the calibration set is left out: %s", exc)
         calibration = CalibrationSet(())
     _add_calibration(index, calibration, scenarios)
+    _carry_template_golds(index, calibration, scenarios)
     parts.append(calibration.label_set_hash)
     index.digest = content_hash("oracles", parts)
     return index
@@ -257,6 +292,45 @@ def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios:
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
         entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
         _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+
+
+def _carry_template_golds(
+    index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]
+) -> None:
+    """A template oracle's gold verdict (oracle_templates.py) carries to its reply in the locales the
+    calibration set gives none for: its item without a locale to every locale, unless an item in some
+    locale gives the one for every locale (where a scenario's checks tell a local line apart)."""
+    resources = index.resources
+    if resources is None:
+        return
+    found: dict[tuple[str, str, str, bool], tuple[CalibrationItem, Criteria]] = {}
+    for item in calibration.items:
+        scenario = scenarios.get(item.scenario)
+        criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
+        if scenario is None or criteria is None:
+            continue
+        locale = _case_locale(scenario, item.case)
+        for role in TEMPLATES:
+            if item.response == template_reply(role, resources, locale):
+                found[(scenario.code, criteria.name, role, locale is not None)] = (item, criteria)
+    for (code, name, role, localised), (item, criteria) in found.items():
+        scenario = scenarios[code]
+        view = rubric_views(scenario).get(name) or JudgedView((REPLY_FIELD,))
+        rubric = _rubric(index, criteria)
+        for locale in (None, *resources.codes()):
+            if (locale is not None) != localised and (code, name, role, locale is not None) in found:
+                continue  # the other kind of locale has an item of its own
+            reply = template_reply(role, resources, locale)
+            graded = view.text({**item.answer, REPLY_FIELD: reply}) if item.answer is not None else reply
+            if graded_key(graded) in rubric.replies:
+                continue  # a verdict given for this very text stands
+            origin = f"{item.source.parent.name}/{item.source.name} item {item.id} (its reply in {locale})"
+            rubric.add(graded, GoldEntry(item.gold, origin, item.source, _item_context(scenario, item)))
+
+
+def _case_locale(scenario: Scenario, code: str) -> str | None:
+    case = next((c for c in expand(scenario, [""]) if c.code == code), None)
+    return case.locale if case is not None else None
 
 
 def _item_context(scenario: Scenario, item: CalibrationItem) -> str | None:
