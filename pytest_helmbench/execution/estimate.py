@@ -11,8 +11,9 @@ critical cases that fail on judge verdicts alone, so it is shown apart, as the m
 (every such case failing). A simulated conversation is counted at its turn limit (the user agent may
 end it sooner): each later request carries the earlier replies (~250 tokens each) and user turns
 (~60 tokens each), and each later user turn is one call of the user model. In the deployed layout
-each reply also costs one extraction call of the first marking model. Extractions and simulated
-user turns are counted with the judge calls ("helper calls").
+each reply also costs one extraction call of the first marking model (none for a schema of
+`response` alone). Extractions and simulated user turns are counted with the judge calls ("helper
+calls").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..evaluation.builtin import builtin_registry
+from ..evaluation.extraction import nothing_to_extract
 from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_messages, judge_schema
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import Pricing
@@ -86,6 +88,9 @@ class EstimateSettings:
     evaluators: EvaluatorRegistry | None = None
     critical_votes: int = 1
     user_model: str | None = None
+    # Why prices are missing beyond a model's absence from /models (ClientPool.pricing_problems),
+    # asked once the cases are priced.
+    price_problems: Callable[[], list[str]] = list
 
     @property
     def judges(self) -> list[str]:
@@ -113,7 +118,8 @@ def estimate(
             est.prompt_tokens += prompt_tokens
             est.completion_tokens += completion
             est.usd = _add_cost(est.usd, settings.pricing(case.model), prompt_tokens, completion)
-            _add_helpers(est, prompt, prompt_tokens, settings, simulated_turn=reply > 0)
+            extracts = prompt.response_format is None and not nothing_to_extract(case.scenario)
+            _add_helpers(est, prompt_tokens, settings, extracts=extracts, simulated_turn=reply > 0)
             for criteria in _judged_rubrics(case, registry) if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
                 _add_judges(est, judge_tokens, settings, critical=case.scenario.critical)
@@ -122,19 +128,18 @@ def estimate(
 
 def _add_helpers(
     est: ModelEstimate,
-    prompt: ComposedPrompt,
     prompt_tokens: int,
     settings: EstimateSettings,
     *,
+    extracts: bool,
     simulated_turn: bool,
 ) -> None:
-    """One reply's extraction (deployed layout) and the user turn before it (simulated, after the first)."""
+    """One reply's extraction (deployed layout, unless the schema is the reply alone) and the user
+    turn before it (simulated, after the first)."""
     completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
     judges = settings.judges
     user_model = settings.user_model if simulated_turn else None
-    helpers = ([judges[0]] if prompt.response_format is None and judges else []) + (
-        [user_model] if user_model else []
-    )
+    helpers = ([judges[0]] if extracts and judges else []) + ([user_model] if user_model else [])
     for helper in helpers:
         est.judge_calls += 1
         est.judge_prompt_tokens += prompt_tokens
@@ -176,8 +181,11 @@ def _judge_tokens(criteria: Criteria | None, prompt: ComposedPrompt, answer: str
     return estimate_tokens(text)
 
 
+NO_PRICE = "unknown (no price in /models or --helmbench-prices)"
+
+
 def _usd(value: float | None) -> str:
-    return f"${value:.4f}" if value is not None else "unknown (no price in /models)"
+    return f"${value:.4f}" if value is not None else NO_PRICE
 
 
 def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
@@ -206,6 +214,12 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
 def write_estimate(reporter: Any, cases: Iterable[Case], settings: EstimateSettings) -> None:
     """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
     lines = estimate_lines(estimate(((case, compose(case)) for case in cases), settings))
+    if any(NO_PRICE in line for line in lines):
+        lines += [
+            f"{problem}: what is marked unknown has no price; --helmbench-prices FILE gives prices "
+            "(a saved /models answer, or YAML `model/id: {prompt: USD per token, completion: …}`)"
+            for problem in settings.price_problems()
+        ]
     if reporter is None:
         return
     reporter.ensure_newline()

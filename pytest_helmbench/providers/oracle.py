@@ -254,6 +254,8 @@ def extraction_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any
         raise CallError(f"{PREFIX}judge: the request is not a HELMBench extraction request")
     schema = (request.response_format or {}).get("json_schema", {}).get("schema", {})
     wanted = set(schema.get("properties") or {})
+    if reply_key(graded.answer) == reply_key(REFUSAL):  # oracle/refuse-all's reply: its own labels
+        return {k: v for k, v in refusal_answer(schema).items() if k in wanted}
     answers = index.answers.get(reply_key(graded.answer)) or template_labels(
         index, graded.prompt, graded.answer
     )
