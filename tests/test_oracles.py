@@ -937,10 +937,9 @@ def test_the_template_oracles_answer_every_case_of_the_shipped_benchmark_in_both
 
 
 def test_the_template_oracles_are_judged_from_the_calibration_set(pytester, monkeypatch):
-    """A stratified sample in both layouts, marked by oracle/judge: every case whose reply the authors
-    labelled (each scenario's first judged reply, in any locale) is scored, none is an error; only a
-    conversation's later turns, and its other perturbations, have no gold verdict. The templates fail
-    almost everything."""
+    """A stratified sample in both layouts, marked by oracle/judge from the authors' labels (each
+    scenario's first judged reply, carried to every locale; a conversation's label stands for its later
+    turns): every case is scored, none is an error, and the templates fail almost everything."""
     for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
         monkeypatch.delenv(name, raising=False)
     pytester.makeini("[pytest]\n")
@@ -966,10 +965,7 @@ def test_the_template_oracles_are_judged_from_the_calibration_set(pytester, monk
             " evaluationrun on evaluationrun.id = result.run_id join llm on llm.id = evaluationrun.llm_id"
         ).fetchall()
     assert len(rows) == 200 * 2 * 3
-    in_conversation = tuple(f"{code}-" for code in CONVERSATION_SCENARIOS)
-    errors = [(m, code, reason) for m, code, status, reason in rows if status == "error"]
-    assert [e for e in errors if not e[1].startswith(in_conversation)] == []
-    assert all("no gold verdict" in r or "no majority" in r for _, _, r in errors), errors[:3]
+    assert [(m, code, reason) for m, code, status, reason in rows if status == "error"] == []
     for model in TEMPLATE_ORACLES:
         scored = [s for m, _, s, _ in rows if m == model and s in ("passed", "failed")]
         assert len(scored) >= 0.9 * 400 and scored.count("passed") <= 0.1 * len(scored), model

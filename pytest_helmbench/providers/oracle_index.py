@@ -123,12 +123,15 @@ class RubricGold:
         self.replies.setdefault(graded_key(graded), []).append(entry)
 
     def find(self, graded: str, prompt: str) -> list[GoldEntry]:
-        """The gold entries of a graded text that fit `prompt`: an entry tied to a user message only
-        when that message is the prompt's latest (no assistant turn after it: the graded reply answers
-        it); then every one when they agree, else those whose message comes last, else those tied to
-        no message (a scenario's own references)."""
+        """The gold entries of a graded text for `prompt`: those that fit it first (an entry tied to a
+        user message fits when that message is the prompt's latest, no assistant turn after it: the
+        graded reply answers it), else every entry (a reply labelled once, say on a conversation's
+        first judged reply, stands for the same reply elsewhere); then every one when they agree,
+        else those whose message comes last, else those tied to no message (a scenario's own
+        references)."""
         text = reply_key(prompt)
-        entries = [e for e in self.replies.get(graded_key(graded), []) if _answers(text, e.context)]
+        known = self.replies.get(graded_key(graded), [])
+        entries = [e for e in known if _answers(text, e.context)] or known
         if len({gold_key(e) for e in entries}) <= 1:
             return entries
         ends = {id(e): _end(text, e.context) for e in entries}
