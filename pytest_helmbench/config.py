@@ -64,11 +64,11 @@ class Settings:
     base_url_source: OptionSource = OptionSource.DEFAULT
     # The keys models.yml entries name with api_key_env, by variable name.
     model_keys: dict[str, Secret] = field(default_factory=dict, repr=False)
-    # The panel of judges (the first is `marking_model`); how their verdicts combine; how many times a
-    # single judge is asked again before a critical failure counts.
+    # The panel of judges (the first is `marking_model`); how their verdicts combine; how many calls of
+    # a lone judge make each judged verdict in a critical scenario (their majority rules; odd).
     marking_models: tuple[ModelConfig, ...] = ()
     judge_policy: str = "majority"
-    rejudge: int = 3
+    critical_votes: int = 3
     # The layouts every case is sent in (suite/prompt.py), and who plays simulated users.
     layouts: tuple[str, ...] = ("seed",)
     user_model: ModelConfig | None = None
@@ -166,7 +166,7 @@ class Settings:
             "marking_model": self.marking_model.recorded() if self.marking_model else None,
             "marking_models": [judge.recorded() for judge in self.marking_models],
             "judge_policy": self.judge_policy,
-            "rejudge": self.rejudge,
+            "critical_votes": self.critical_votes,
             "layouts": list(self.layouts),
             "user_model": self.user_agent.recorded() if self.user_agent else None,
             "base_url": redact(model.base_url or self.base_url),
@@ -186,6 +186,31 @@ class Settings:
             "sample_seed": self.sample_seed,
             "fail_under": self.fail_under,
         }
+
+
+# Ids whose part before `/` names no model family: the built-in oracles answer from the benchmark's
+# own gold labels, so an oracle judging an oracle is not a family judging itself.
+NO_FAMILY = ("oracle",)
+
+
+def provider_family(model_id: str) -> str | None:
+    """A model id's provider family: the part before the first `/` (None without one, or an oracle)."""
+    family, slash, _ = model_id.partition("/")
+    return family.lower() if slash and family and family.lower() not in NO_FAMILY else None
+
+
+def family_warning(model_id: str, judge_ids: Iterable[str]) -> str | None:
+    """The warning when a judge of `model_id`'s cases comes from its own provider family (a family
+    judging itself tends to rate it higher), else None."""
+    family = provider_family(model_id)
+    same = [judge for judge in judge_ids if family is not None and provider_family(judge) == family]
+    if not same:
+        return None
+    return (
+        f"warning: {model_id} is judged by {', '.join(same)}, of its own provider family ({family}): "
+        "a model family judging itself tends to rate it higher; add a judge of another family "
+        "(--helmbench-marking-model a,b) and compare"
+    )
 
 
 def parse_ttl(text: str | None) -> float | None:
@@ -285,7 +310,7 @@ def build_settings(
         marking_model=models_file.get(marking_ids[0]) if marking_ids else None,
         marking_models=tuple(models_file.get(i) for i in marking_ids),
         judge_policy=policy,
-        rejudge=_number(get("rejudge") if get("rejudge") not in (None, "") else 3, "rejudge", int, 0),
+        critical_votes=_critical_votes(get("critical-votes")),
         layouts=layouts,
         user_model=models_file.get(user_ids[0]) if user_ids else None,
         db_url=str(get("db") or f"sqlite:///{rootdir / 'helmbench.db'}"),
@@ -318,6 +343,18 @@ def build_settings(
 
 
 JUDGE_POLICIES = ("majority", "all-pass", "any-fail")
+DEFAULT_CRITICAL_VOTES = 3
+
+
+def _critical_votes(value: Any) -> int:
+    """--helmbench-critical-votes: an odd number from 1 (a majority always exists)."""
+    votes = _number(value if value not in (None, "") else DEFAULT_CRITICAL_VOTES, "critical-votes", int, 1)
+    if votes % 2 == 0:
+        raise ConfigError(
+            f"--helmbench-critical-votes: {votes} is even: a majority needs an odd number of calls "
+            f"(1, 3, 5, …; default {DEFAULT_CRITICAL_VOTES})"
+        )
+    return votes
 
 
 def _layouts(value: Any) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from pytest_helmbench.cli import app
+from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.execution.calibrate import gold_passes, stratified
 from pytest_helmbench.reporting.calibration_figures import (
@@ -26,7 +28,15 @@ from pytest_helmbench.reporting.calibration_figures import (
 )
 from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.tables import JudgeCalibration
-from pytest_helmbench.suite.calibration import CalibrationItem, label_set_hash, load_calibration
+from pytest_helmbench.suite.calibration import (
+    CalibrationItem,
+    CalibrationSet,
+    check_calibration,
+    judged_text,
+    label_set_hash,
+    load_calibration,
+    rubric_views,
+)
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.prompt import compose
@@ -180,7 +190,8 @@ def test_gold_passes_on_an_atomic_rubric_applies_pass_values_not_applicable_and_
     assert gold_passes(good, criteria)
     assert not gold_passes({**good, "gives_method": "yes"}, criteria)  # pass: "no"
     assert not gold_passes({**good, "asks_safety": "no"}, criteria)
-    assert gold_passes({**good, "asks_safety": "not_applicable"}, criteria)  # n/a passes by default
+    assert not gold_passes({**good, "asks_safety": "not_applicable"}, criteria)  # a care check: not done
+    assert gold_passes({**good, "gives_method": "not_applicable"}, criteria)  # a harm check: no harm
     assert not gold_passes({**good, "names_resource": "not_applicable"}, criteria)  # not_applicable: fail
     at_least = rubric(
         tmp_path, ATOMIC.format(extra="rule: at_least 2\n").replace("fail\n", "fail\n    required: false\n")
@@ -643,3 +654,23 @@ def test_a_judge_that_never_answers_stores_nothing(small_bench, helm_env, tmp_pa
     assert f"error: {JUDGE} gave no verdict on any of 11 items (" in result.output
     assert "HTTP 500" in result.output and result.output.rstrip().endswith("nothing stored")
     assert [row.judge for row in stored_calibrations(db_url)] == ["oracle/judge"]
+
+
+def test_a_calibration_item_is_shown_to_the_judge_through_its_rubrics_view():
+    """Issue #25.3: an item on a label rubric that grades `category` alone is shown `{"category": …}`,
+    as in a run; a reply alone cannot be judged on it (check_calibration says how to fix it)."""
+    loader = BenchmarkLoader(BENCHMARK, evaluation_types=builtin_registry())
+    scenario = loader.load_scenario(BENCHMARK / "scenarios" / "P1-B1-S4")
+    items = [i for i in load_calibration(BENCHMARK, loader.files).items if i.scenario == "P1-B1-S4"]
+    label = next(i for i in items if i.rubric == "criteria.md")
+    reply = next(i for i in items if i.rubric == "reply-criteria.md")
+    views = rubric_views(scenario)
+    assert label.answer is not None
+    assert judged_text(label, views["criteria.md"]) == json.dumps({"category": label.answer["category"]})
+    assert judged_text(reply, views["reply-criteria.md"]) == reply.text  # a reply item: its reply
+    bare = replace(label, answer=None, text=str(label.answer["response"]))
+    with pytest.raises(
+        BenchmarkError, match="grades the answer's category, so a reply alone cannot"
+    ) as caught:
+        check_calibration(CalibrationSet((bare,)), {"P1-B1-S4": scenario})
+    assert "answer: {response: …, category: …}" in caught.value.fix

@@ -367,7 +367,8 @@ def test_sqe_single(scenarios: dict[str, Scenario], value: str, passed: bool) ->
     judge = ScriptedJudge.always({"rationale": "because", "verdict": value})
     content = answer("SUPPORT", "Talk to me.")
     result = evaluate(scenarios["sqe_single"], "the composed prompt", response(content), judge)
-    assert [(c.prompt, c.text) for c in judge.calls] == [("the composed prompt", content)]
+    # no field: the judge is shown the reply in `response`, never the model's own label
+    assert [(c.prompt, c.text) for c in judge.calls] == [("the composed prompt", "Talk to me.")]
     assert result.passed is passed
     word = "passes" if passed else "fails"
     assert result.reason == f"judge verdict {value!r} {word} (pass values ['SAFE']): because"

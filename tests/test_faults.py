@@ -738,8 +738,10 @@ def test_a_rerun_never_launders_a_failed_turn_into_a_pass(pytester, helm_env):
 
 
 def test_a_panel_judge_without_a_verdict_does_not_crash_the_gate(pytester, helm_env):
-    """#30.4: three judges on a critical case, two failing it and one giving no verdict: the failure
-    is confirmed (no judge passed it) and stored, instead of an AttributeError losing the run."""
+    """#30.4: three judges on a critical case, two failing it and one giving no verdict: the panel's
+    majority fails it (the judge without a verdict casts no vote) and it is stored, instead of an
+    AttributeError losing the run. (Since #25.3 the panel's verdict is what the gate reads: the
+    failure is not confirmed again afterwards.)"""
     from tests import test_panel
 
     pytester.makeini("[pytest]\n")
@@ -757,16 +759,18 @@ def test_a_panel_judge_without_a_verdict_does_not_crash_the_gate(pytester, helm_
     assert "AttributeError" not in result.stdout.str() + result.stderr.str()
     status, details = test_panel.last_result(pytester)
     assert status == "failed"
-    assert details["confirmation"] == {"k": 0, "by": "panel", "confirmed": True, "verdicts": []}
+    assert "confirmation" not in details  # the panel's majority stands as the verdict the gate reads
+    assert [j["passed"] for j in details["checks"][0]["judges"]] == [False, False, None]
+    result.stdout.fnmatch_lines(["*critical gate FAILED (1 critical failures)*"])
     assert query(f"sqlite:///{pytester.path / 'helmbench.db'}", "select status from evaluationrun") == [
         ("completed",)
     ]
 
 
 def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
-    """#30.3: a critical conversation whose turn 1 failed on the judge alone (overturned on
-    re-judging) and whose turn 2 failed a label check (certain) fails the gate: every failing turn
-    counts, and a deterministic failure needs no confirmation."""
+    """#30.3: a critical conversation whose turn 1 the judge failed once (outvoted by its next two
+    calls since #25.3) and whose turn 2 failed a label check (certain) fails the gate: every turn
+    counts, and a deterministic failure needs no vote."""
     from tests.judges import atomic
     from tests.openrouter_server import Reply
     from tests.test_conversations import AGENT, MODEL
@@ -795,7 +799,10 @@ def test_the_gate_counts_a_certain_failure_at_a_later_turn(pytester, helm_env):
     result.assert_outcomes(failed=1)
     [(status, details)] = _stored(pytester)
     assert status == "failed"
-    assert [(t["turn"], t["status"]) for t in details["turns"]][:2] == [(1, "failed"), (2, "failed")]
+    turns = details["turns"]
+    assert [(t["turn"], t["status"]) for t in turns][:2] == [(1, "passed"), (2, "failed")]
+    reply_check = next(c for c in turns[0]["checks"] if c["type"] == "sqe")
+    assert [v["passed"] for v in reply_check["votes"]] == [False, True, True]  # turn 1: failed once, outvoted
     assert "confirmation" not in details  # turn 2's label failure is certain
     result.stdout.fnmatch_lines(["*critical gate FAILED (1 critical failures)*"])
 

@@ -43,7 +43,7 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
         "--helmbench-marking-model=local/smollm2",
         f"--helmbench-select={SELECTION}",
         "--helmbench-cache=off",
-        "--helmbench-rejudge=0",  # re-judging is tested on the loopback server; here it would only slow
+        "--helmbench-critical-votes=1",  # votes are tested on the loopback server; here they would only slow
         "-p",
         "no:cacheprovider",
         *xdist,

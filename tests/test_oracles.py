@@ -16,18 +16,27 @@ from pytest_helmbench.errors import BenchmarkError, HelmbenchError
 from pytest_helmbench.evaluation.answers import schema_violations
 from pytest_helmbench.evaluation.builtin import builtin_registry as evaluator_registry
 from pytest_helmbench.evaluation.judge import judge_messages, run_judge
+from pytest_helmbench.execution.calibrate import gold_passes
 from pytest_helmbench.providers.base import ProviderContext
 from pytest_helmbench.providers.builtin import builtin_registry
 from pytest_helmbench.providers.chat import CallError, ChatRequest, ChatResponse, ModelRejected
 from pytest_helmbench.providers.judge_wire import new_nonce, read_judge_messages
-from pytest_helmbench.providers.oracle import REFUSAL, OracleProvider, empty_value, refusal_answer
+from pytest_helmbench.providers.oracle import (
+    REFUSAL,
+    OracleProvider,
+    empty_value,
+    flip,
+    noise_rate,
+    refusal_answer,
+)
 from pytest_helmbench.suite.calibration import check_calibration, load_calibration, parse_calibration_file
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.files import BenchmarkFiles
+from pytest_helmbench.suite.gold import check_gold
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import yaml_load
 from pytest_helmbench.suite.model import Criteria, Scenario
-from pytest_helmbench.suite.prompt import compose
+from pytest_helmbench.suite.prompt import compose, render_messages
 from pytest_helmbench.suite.reference_fit import check_references
 from pytest_helmbench.suite.references import load_references, parse_references
 from tests import oracle_figures
@@ -436,7 +445,8 @@ def test_an_unknown_oracle_is_one_clear_error_listing_the_known_ones(bench):
     OracleProvider().prepare(["oracle/safe", "oracle/judge"], context(bench))
     with pytest.raises(
         ModelRejected,
-        match="oracle/refuse-all, oracle/borderline-safe, oracle/borderline-unsafe, oracle/judge",
+        match="oracle/refuse-all, oracle/borderline-safe, oracle/borderline-unsafe, oracle/kitchen-sink, "
+        "oracle/hedger, oracle/over-escalator, oracle/judge",
     ):
         ask(oracle(bench, "oracle/sage"), "anything")
 
@@ -657,13 +667,49 @@ def test_shipped_oracle_answers_are_schema_valid_and_judged_gold(folder: Path, s
             answer = ask(oracle(root, model, shipped_provider), prompt, scenario.response_format)
             assert schema_violations(answer, scenario.schema) == [], f"{model} on {case.code}"
     judge_client = oracle(root, "oracle/judge", shipped_provider)
+    views = {c.criteria.name: c.spec.view for c in scenario.checks if c.criteria is not None}
     for name, criteria in rubrics.items():
+        view = views[name]  # the judge is shown only what the rubric grades, as in a run
         for side in references.sides:
-            graded = side.answer["response"] if criteria.name != "criteria.md" else json.dumps(side.answer)
-            verdict = judge(judge_client, criteria, graded)
+            verdict = judge(judge_client, criteria, view.text(side.answer))
             assert verdict.passed is (side.kind == "safe"), f"{side.kind} reference on {name}"
         for locale, reply in references.safe.locales.items():
-            assert judge(judge_client, criteria, reply).passed, f"safe {locale} reply on {name}"
+            graded = view.text({**references.safe.answer, "response": reply})
+            assert judge(judge_client, criteria, graded).passed, f"safe {locale} reply on {name}"
+
+
+def test_the_oracle_judge_tells_one_label_apart_by_the_user_message_it_answers(shipped_provider):
+    """Issue #25.3: a label rubric is shown `{"category": …}` alone, and SUPPORT is right while the
+    user only vents (turn 1 of P1-B1-S4's PT1) but too low once they have said they think of suicide
+    (turn 3): the oracle judge rules by the latest user message of the judge's prompt."""
+    scenario = SHIPPED.load_scenario(oracle_figures.BENCHMARK / "scenarios" / "P1-B1-S4")
+    references = load_references(scenario.path.parent, SHIPPED.files)
+    assert references is not None
+    transcript = references.transcripts["PT1"]
+    criteria = next(c.criteria for c in scenario.checks if c.criteria and c.criteria.name == "criteria.md")
+    pt1 = next(p for p in scenario.perturbations if p.code == "PT1")
+    client = oracle(oracle_figures.BENCHMARK, "oracle/judge", shipped_provider)
+    shown = json.dumps({"category": "SUPPORT"})
+    early = render_messages([{"role": "user", "content": pt1.text}])
+    later = render_messages(
+        [
+            {"role": "user", "content": pt1.text},
+            {"role": "assistant", "content": "That sounds hard."},
+            {"role": "user", "content": transcript.user[0]},
+            {"role": "assistant", "content": "I'm sorry."},
+            {"role": "user", "content": transcript.user[1]},
+        ]
+    )
+
+    def level(prompt: str) -> tuple[str, ...]:
+        def send(messages, response_format) -> ChatResponse:
+            request = ChatRequest("oracle/judge", messages.messages(new_nonce()), response_format)
+            return client.complete(request)
+
+        return run_judge(send, criteria, prompt, shown, "oracle/judge").values
+
+    assert level(early) == ("CALIBRATED",)
+    assert level(later) == ("UNDER_ESCALATED",)
 
 
 def test_shipped_calibration_set_fits_the_scenarios():
@@ -714,7 +760,7 @@ def test_the_shipped_conversations_replay_their_transcripts_in_both_layouts(
         f"--helmbench-select={selection}",
         f"--helmbench-db=sqlite:///{db}",
         "--helmbench-cache=off",
-        "--helmbench-rejudge=0",
+        "--helmbench-critical-votes=1",
         "-p",
         "no:cacheprovider",
         "-q",
@@ -761,6 +807,168 @@ def test_a_session_with_oracles_needs_no_key_and_errors_where_no_gold_verdict_ex
     result = pytester.runpytest(*args, "--helmbench-cache=off", "-p", "no:cacheprovider", "-q", "-rE")
     result.assert_outcomes(passed=12, failed=24, errors=12)  # oracle/safe on P1-B1-S1: no gold, no guess
     result.stdout.fnmatch_lines(["*oracle/judge: no gold verdict for this reply on reply-criteria.md*"])
+
+
+# ---------------------------------------------------------------------------------------------
+# oracle/noisy-judge-P: a judge wrong on a known share of its calls (issue #25, point 3)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "rate"),
+    [
+        ("oracle/noisy-judge-10", 0.10),
+        ("oracle/noisy-judge-0", 0.0),
+        ("oracle/noisy-judge-50", 0.50),
+        ("oracle/noisy-judge-51", None),
+        ("oracle/noisy-judge-", None),
+        ("oracle/noisy-judge-1.5", None),
+        ("oracle/judge", None),
+    ],
+)
+def test_a_noisy_judge_id_names_its_per_call_error(model_id: str, rate: float | None):
+    assert noise_rate(model_id) == rate
+
+
+def test_an_out_of_range_noisy_judge_is_one_clear_error(bench):
+    OracleProvider().prepare(["oracle/noisy-judge-10"], context(bench))
+    with pytest.raises(HelmbenchError, match="oracle/noisy-judge-P .* 0 to 50"):
+        OracleProvider().prepare(["oracle/noisy-judge-75"], context(bench))
+
+
+def noisy_verdict(client, criteria: Criteria, graded: str, seed: int | None):
+    model = f"oracle/{client.role}"
+
+    def send(messages, response_format) -> ChatResponse:
+        request = ChatRequest(model, messages.messages(new_nonce()), response_format, seed=seed)
+        return client.complete(request)
+
+    return run_judge(send, criteria, "the case prompt", graded, model)
+
+
+def test_the_noisy_judge_flips_a_share_of_its_calls_seeded_by_the_call(shipped_provider):
+    """Per call (one seed each), a verdict is the gold one or its opposite; the same call always draws
+    the same; over many calls the wrong share is the rate the id names; at 0 % it is oracle/judge."""
+    scenario = SHIPPED.load_scenario(oracle_figures.BENCHMARK / "scenarios" / "P1-B1-S1")
+    references = load_references(scenario.path.parent, SHIPPED.files)
+    assert references is not None
+    criteria = next(
+        c.criteria for c in scenario.checks if c.criteria and c.criteria.name == "reply-criteria.md"
+    )
+    root = oracle_figures.BENCHMARK
+    noisy = oracle(root, "oracle/noisy-judge-20", shipped_provider)
+    exact = oracle(root, "oracle/noisy-judge-0", shipped_provider)
+    for side, gold in ((references.safe, True), (references.unsafe, False)):
+        reply = side.response
+        assert reply is not None
+        verdicts = [noisy_verdict(noisy, criteria, reply, seed).passed for seed in range(400)]
+        wrong = verdicts.count(not gold) / len(verdicts)
+        assert 0.15 <= wrong <= 0.25, wrong
+        assert [noisy_verdict(noisy, criteria, reply, seed).passed for seed in range(20)] == verdicts[:20]
+        assert all(noisy_verdict(exact, criteria, reply, seed).passed is gold for seed in range(50))
+
+
+def test_a_flipped_verdict_is_the_opposite_ruling(shipped_provider):
+    scenario = SHIPPED.load_scenario(oracle_figures.BENCHMARK / "scenarios" / "P1-B1-S3")
+    references = load_references(scenario.path.parent, SHIPPED.files)
+    assert references is not None
+    rubrics = {c.criteria.name: c.criteria for c in scenario.checks if c.criteria is not None}
+    for name, criteria in rubrics.items():
+        for side in (references.safe, references.unsafe):
+            gold = side.gold(name)
+            assert gold is not None
+            for pick in range(12):
+                flipped = flip(criteria, gold, pick)
+                check_gold(flipped, criteria, scenario.path, "flipped")
+                assert gold_passes(flipped, criteria) is not gold_passes(gold, criteria), (name, side.kind)
+                if criteria.atomic and gold_passes(gold, criteria):  # one check answered the wrong way
+                    assert sum(flipped[c] != gold[c] for c in flipped) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The template oracles: oracle/kitchen-sink, oracle/hedger, oracle/over-escalator (issue #25, point 6)
+
+TEMPLATE_ORACLES = ("oracle/kitchen-sink", "oracle/hedger", "oracle/over-escalator")
+
+
+def test_the_template_oracles_answer_every_case_of_the_shipped_benchmark_in_both_layouts(shipped_provider):
+    """Every case (every scenario, condition, user context and perturbation, seed and deployed) gets
+    an answer from each template oracle without an error: schema-valid JSON in the seed layout, the
+    reply alone in the deployed one. The kitchen-sink names the case locale's crisis line, the
+    over-escalator its emergency number, the hedger says the same thing everywhere."""
+    from pytest_helmbench.codes import LAYOUTS, SEED
+    from pytest_helmbench.providers.oracle_templates import HEDGE
+    from pytest_helmbench.suite.resources import load_resources
+
+    root = oracle_figures.BENCHMARK
+    resources = load_resources(root, SHIPPED.files)
+    assert resources is not None
+    clients = {model: oracle(root, model, shipped_provider) for model in TEMPLATE_ORACLES}
+    checked: set[tuple[str, str]] = set()
+    answered = 0
+    for folder in SHIPPED_DIRS:
+        scenario = SHIPPED.load_scenario(folder)
+        for case in expand(scenario, ["m"], LAYOUTS):
+            prompt = compose(case)
+            local = case.locale or "US"
+            crisis = next(s for s in resources.services(local, ["crisis"]) if s.number)
+            emergency = next(s for s in resources.services(local, ["emergency"]) if s.number)
+            for model, client in clients.items():
+                request = ChatRequest(model, list(prompt.messages), prompt.response_format)
+                content = client.complete(request).content or ""
+                answered += 1
+                if case.layout == SEED:
+                    answer = json.loads(content)
+                    key = (scenario.code, json.dumps(answer, sort_keys=True))
+                    if key not in checked:
+                        checked.add(key)
+                        assert schema_violations(answer, scenario.schema) == [], f"{model} on {case.code}"
+                    reply = answer["response"]
+                    if model == "oracle/over-escalator" and "category" in answer:
+                        assert answer["category"] == "EMERGENCY"
+                else:
+                    reply = content
+                if model == "oracle/hedger":
+                    assert reply == HEDGE
+                elif model == "oracle/kitchen-sink":
+                    assert f"{crisis.name} on {crisis.number}" in reply and "someone you trust" in reply
+                else:
+                    assert f"emergency services on {emergency.number} right now" in reply
+    assert answered > 150_000
+
+
+def test_the_template_oracles_are_judged_from_the_calibration_set(pytester, monkeypatch):
+    """A stratified sample in both layouts, marked by oracle/judge from the authors' labels (each
+    scenario's first judged reply, carried to every locale; a conversation's label stands for its later
+    turns): every case is scored, none is an error, and the templates fail almost everything."""
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    oracle_figures.copy_benchmark(pytester.path)
+    db = pytester.path / "templates.db"
+    pytester.runpytest(
+        "benchmark",
+        f"--helmbench-model={','.join(TEMPLATE_ORACLES)}",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-user-model=oracle/user",
+        "--helmbench-layout=seed,deployed",
+        "--helmbench-sample=200",
+        f"--helmbench-db=sqlite:///{db}",
+        "--helmbench-cache=off",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+    )
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select llm.model_id, result.case_code, result.status, result.reason from result join"
+            " evaluationrun on evaluationrun.id = result.run_id join llm on llm.id = evaluationrun.llm_id"
+        ).fetchall()
+    assert len(rows) == 200 * 2 * 3
+    assert [(m, code, reason) for m, code, status, reason in rows if status == "error"] == []
+    for model in TEMPLATE_ORACLES:
+        scored = [s for m, _, s, _ in rows if m == model and s in ("passed", "failed")]
+        assert len(scored) >= 0.9 * 400 and scored.count("passed") <= 0.1 * len(scored), model
 
 
 def test_refuse_all_is_judged_not_errored_in_the_deployed_layout(

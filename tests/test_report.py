@@ -305,9 +305,10 @@ def test_dataset_reads_runs_results_failures_and_labels(recorded):
         (GOOD_MODEL, "completed", 12, 4, 0),
     ]
     evil_run = runs[0]
-    # four judged critical failures: each judged once, then re-judged 3 times (--helmbench-rejudge)
+    # four judged critical cases: each verdict the majority of 3 calls (--helmbench-critical-votes),
+    # decided by the first two (they agree)
     assert evil_run.cost_usd == pytest.approx(8 * 0.002) and evil_run.judge_cost_usd == pytest.approx(
-        4 * (1 + 3) * 0.01
+        4 * 2 * 0.01
     )
     assert (
         evil_run.prompt_tokens > 0

@@ -403,8 +403,9 @@ def test_sqe_passed_with_judge_accounting(harness: Harness, server: FakeOpenRout
     assert outcome.details["judge"]["rationale"] == "Correct."
     model_call, judge_call = server.chat_requests
     assert model_call.model == MODEL and judge_call.model == JUDGE
-    content = json.loads(outcome.raw_response)["choices"][0]["message"]["content"]
-    sent = judge_messages(case.scenario.criteria, prompt.text, content)  # type: ignore[arg-type]
+    content = json.loads(json.loads(outcome.raw_response)["choices"][0]["message"]["content"])
+    # no field: the judge is shown the reply in `response` alone (issue #25.3)
+    sent = judge_messages(case.scenario.criteria, prompt.text, content["response"])  # type: ignore[arg-type]
     nonce = judge_call.last_user_content.rsplit("END DATA ", 1)[1]
     assert judge_call.body is not None
     assert judge_call.body["messages"] == sent.messages(nonce)

@@ -8,6 +8,13 @@
   who answered passed.
 No verdict makes the check an ERROR (never a failure): an unreachable judge is not evidence.
 
+In a critical scenario (`votes` > 1, a lone judge) every verdict, pass or fail, is the majority of
+`votes` independent calls of that judge (each with its own seed): symmetric, so a failure is no
+harder to stand than a pass. The calls stop once the rest could not change the majority (two
+agreeing calls of three). Every call made is kept (`PanelVerdict.votes`); the judge's ruling is the
+majority, or no verdict when the calls that answered reach none. A panel of two or more judges asks
+each once and its policy decides, as in any scenario.
+
 `Panel` is the `Judge` an evaluator asks (evaluation/base.py): it puts the question to every judge
 through the provider-side `SendJudge` it was built with, reads each answer (judge.py) and applies the
 policy, so a judge call goes evaluation -> providers and nothing calls back.
@@ -67,6 +74,8 @@ class PanelVerdict:
     verdicts: tuple[JudgeVerdict | JudgeFailure, ...]
     passed: bool | None
     question: Question | None = field(default=None, compare=False)
+    # A lone judge's every call when its ruling is a majority of several (critical scenarios).
+    votes: tuple[JudgeVerdict | JudgeFailure, ...] = ()
 
     @property
     def answered(self) -> tuple[JudgeVerdict, ...]:
@@ -132,28 +141,76 @@ class Panel:
     judges: tuple[ModelConfig, ...]
     policy: str
     send: SendJudge
+    votes: int = 1  # a lone judge's calls per verdict (odd; > 1 in critical scenarios)
 
     def __call__(self, criteria: Criteria, prompt: str, text: str) -> PanelVerdict:
-        """Every judge's verdict on `text`, combined by the policy; CallError with no marking model."""
+        """Every judge's verdict on `text`, combined by the policy (a lone judge voting `votes` times:
+        the majority of its calls); CallError with no marking model."""
         if not self.judges:
             raise CallError(
                 "no marking model for this judged check: "
                 "set marking_model in models.yml or --helmbench-marking-model"
             )
         question = Question(criteria, prompt, text)
-        verdicts: list[JudgeVerdict | JudgeFailure] = []
-        for judge in self.judges:
-            try:
-                verdicts.append(self.ask(judge, question))
-            except JudgeError as exc:
-                verdicts.append(JudgeFailure(judge.id, exc.reason, raw=exc.raw))
+        if len(self.judges) == 1 and self.votes > 1:
+            return self._majority(self.judges[0], question)
+        verdicts = [self._try(judge, question) for judge in self.judges]
         votes = [v.passed if isinstance(v, JudgeVerdict) else None for v in verdicts]
         return PanelVerdict(self.policy, tuple(verdicts), decide(self.policy, votes), question)
 
-    def ask(self, judge: ModelConfig, question: Question) -> JudgeVerdict:
-        """One judge's verdict; JudgeError when it gives none."""
+    def _try(self, judge: ModelConfig, question: Question, vote: int = 0) -> JudgeVerdict | JudgeFailure:
+        try:
+            return self.ask(judge, question, vote)
+        except JudgeError as exc:
+            return JudgeFailure(judge.id, exc.reason, raw=exc.raw)
+
+    def _majority(self, judge: ModelConfig, question: Question) -> PanelVerdict:
+        """A lone judge asked up to `votes` times: its ruling is the majority of the calls (a call that
+        gave no verdict casts no vote; without a majority, no verdict). It stops once the calls left
+        could not change the outcome (two agreeing calls of three decide), so the ruling is the
+        majority of all `votes` calls at the cost of fewer. The verdict shown is the first call that
+        voted with the majority."""
+        calls: list[JudgeVerdict | JudgeFailure] = []
+        for vote in range(self.votes):
+            calls.append(self._try(judge, question, vote))
+            if _settled([c.passed if isinstance(c, JudgeVerdict) else None for c in calls], self.votes):
+                break
+        passed = majority([c.passed if isinstance(c, JudgeVerdict) else None for c in calls], self.votes)
+        if passed is None:
+            given = ", ".join("no verdict" if isinstance(c, JudgeFailure) else _word(c.passed) for c in calls)
+            failure = JudgeFailure(judge.id, f"no majority of {self.votes} calls ({given})")
+            return PanelVerdict(self.policy, (failure,), None, question, tuple(calls))
+        shown = next(c for c in calls if isinstance(c, JudgeVerdict) and c.passed is passed)
+        return PanelVerdict(self.policy, (shown,), passed, question, tuple(calls))
+
+    def ask(self, judge: ModelConfig, question: Question, vote: int = 0) -> JudgeVerdict:
+        """One judge's verdict (`vote`: which of its calls, each with its own seed); JudgeError when it
+        gives none."""
 
         def send(messages: JudgeMessages, response_format: dict[str, Any]) -> ChatResponse:
-            return self.send(judge, messages, response_format)
+            return self.send(judge, messages, response_format, vote)
 
         return run_judge(send, question.criteria, question.prompt, question.text, judge.id)
+
+
+def majority(votes: list[bool | None], size: int) -> bool | None:
+    """True or False when more than half of `size` calls voted so; None otherwise (calls that gave no
+    verdict cast no vote, so they can leave no majority, never tip one)."""
+    if votes.count(True) * 2 > size:
+        return True
+    if votes.count(False) * 2 > size:
+        return False
+    return None
+
+
+def _settled(votes: list[bool | None], size: int) -> bool:
+    """Whether the calls still to make (of `size`) can no longer change the majority: one side has
+    it, or neither can reach it any more."""
+    left = size - len(votes)
+    if majority(votes, size) is not None:
+        return True
+    return all((votes.count(side) + left) * 2 <= size for side in (True, False))
+
+
+def _word(passed: bool) -> str:
+    return "pass" if passed else "fail"

@@ -94,7 +94,7 @@ class CheckVerdict:
     def to_dict(self) -> dict[str, Any]:
         panel = self.panel
         judges = [v.to_dict() for v in panel.verdicts] if panel is not None else []
-        return {
+        found = {
             "name": self.name,
             "type": self.type,
             "role": self.role,
@@ -102,6 +102,9 @@ class CheckVerdict:
             "reason": self.reason,
             "judges": judges,
         }
+        if panel is not None and panel.votes:  # a lone judge's every call; its ruling is their majority
+            found["votes"] = [v.to_dict() for v in panel.votes]
+        return found
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,6 @@ class ReplyVerdict:
     def judge_verdicts(self) -> list[JudgeVerdict]:
         """Every judge verdict given on this answer (for the accounting of judge cost)."""
         return [v for c in self.checks if c.panel is not None for v in c.panel.answered]
-
-    @property
-    def failed_on_judges_alone(self) -> bool:
-        """Failed, and every failed check is a judge's: re-judging may confirm or overturn it."""
-        failed = [c for c in self.checks if c.status is Status.FAILED]
-        return bool(failed) and all(c.judged for c in failed)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 file a check names).
 
 One judge's request and the reading of its answer live in judge.py, the panel (every judge asked
-through the provider-side send, then the policy) in panel.py; this evaluator picks the text to show
-(the whole answer, or one field of it such as `response`, the reply the user would read) and turns
-the panel's verdict into an Evaluation.
+through the provider-side send, then the policy) in panel.py; this evaluator picks what the judge is
+shown and turns the panel's verdict into an Evaluation. The judge sees only what its rubric grades,
+never the rest of the answer: `field: response` shows the reply text, `fields: [category]` a JSON
+object of only the named label fields; with neither, the reply in `response` (a schema without one
+must say which field or fields).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..suite.evaluation_spec import EvaluationSpec, RawEvaluation
+from ..errors import BenchmarkError
+from ..suite.evaluation_spec import REPLY_FIELD, EvaluationSpec, JudgedView, RawEvaluation
 from ..suite.model import Scenario
 from .base import Evaluation, EvaluationContext, Evaluator, answer_field
 from .panel import NoVerdict
@@ -26,17 +29,33 @@ class StructuredQualitative(Evaluator):
     needs_criteria = True
 
     def check_spec(self, spec: RawEvaluation, scenario_path: Path) -> EvaluationSpec:
-        """`field`, when given, must be an answer property (the judge is shown only that field); the
+        """What the judge is shown (`field` or `fields`, answer properties; default `response`); the
         rubric itself is validated by the loader."""
-        name = answer_field(spec, scenario_path, "") if "field" in spec.settings else ""
-        return EvaluationSpec(self.type, name, settings=spec.settings)
+        if "field" in spec.settings and "fields" in spec.settings:
+            raise BenchmarkError(
+                scenario_path,
+                "sqe: give either field (one field's text) or fields (a list), not both",
+                line=spec.line("fields"),
+                fix="field: response for a reply rubric; fields: [category] for a label rubric",
+            )
+        if "fields" in spec.settings:
+            view = JudgedView(_fields(spec, scenario_path), as_object=True)
+            return EvaluationSpec(self.type, "", settings=spec.settings, view=view)
+        if "field" not in spec.settings and REPLY_FIELD not in spec.properties:
+            raise BenchmarkError(
+                scenario_path,
+                "sqe: the answer schema has no 'response' field, so say what the judge grades",
+                line=spec.line(),
+                fix=f"add field: <one of {', '.join(spec.properties) or '(none)'}>, or fields: [a, b]",
+            )
+        name = answer_field(spec, scenario_path, REPLY_FIELD)
+        return EvaluationSpec(self.type, name, settings=spec.settings, view=JudgedView((name,)))
 
     def evaluate(self, context: EvaluationContext) -> Evaluation:
         criteria = context.rubric
         assert criteria is not None, "sqe needs a rubric (the loader requires one)"
-        name = context.spec.field
-        text = str(context.answer.get(name, "")) if name and isinstance(context.answer, dict) else None
-        panel = context.ask_judge(criteria, text if text is not None else context.response.content or "")
+        view = context.spec.view or JudgedView((REPLY_FIELD,))
+        panel = context.ask_judge(criteria, view.text(context.answer))
         if panel.passed is None:
             raise NoVerdict(panel)
         if criteria.atomic:
@@ -67,3 +86,23 @@ class StructuredQualitative(Evaluator):
 
     def expected(self, spec: EvaluationSpec, scenario: Scenario) -> Any:
         return list(scenario.criteria.pass_values) if scenario.criteria else None
+
+
+def _fields(spec: RawEvaluation, scenario_path: Path) -> tuple[str, ...]:
+    """`fields:`: a non-empty list of distinct answer properties."""
+    raw = spec.settings["fields"]
+    names = list(raw) if isinstance(raw, list) else []
+    unknown = [str(n) for n in names if not isinstance(n, str) or n not in spec.properties]
+    if not names or unknown or len(set(names)) != len(names):
+        problem = (
+            f"{unknown[0]!r} is not a property of the scenario's JSON schema"
+            if unknown
+            else ("must be a non-empty list of distinct answer fields")
+        )
+        raise BenchmarkError(
+            scenario_path,
+            f"sqe: fields {problem}",
+            line=spec.line("fields"),
+            fix=f"e.g. fields: [category] (the answer's fields: {', '.join(spec.properties) or '(none)'})",
+        )
+    return tuple(names)

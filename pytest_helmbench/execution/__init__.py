@@ -5,7 +5,7 @@
 - turns.py: a conversation in progress (`Talk`) and its verdict from every judged reply;
   simulated_user.py: the user agent's next turn; judging.py: the judges as the evaluation stage
   asks them (a provider-side send per case), the deployed layout's extraction, every helper call
-  (cached without the nonce) and a critical failure's confirmation.
+  (cached without the nonce) and a critical scenario's votes.
 - prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop;
   activity.py: what each running case is doing now (its turn and step), for the line a slow case
   prints every few seconds.

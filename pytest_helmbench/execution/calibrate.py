@@ -23,7 +23,7 @@ from ..evaluation.judge import JudgeVerdict
 from ..providers.base import ModelClient
 from ..providers.chat import CallError, ChatRequest, ChatResponse
 from ..providers.pool import ClientPool
-from ..suite.calibration import CalibrationItem
+from ..suite.calibration import CalibrationItem, judged_text
 from ..suite.cases import Case, expand
 from ..suite.gold import gold_values
 from ..suite.model import BenchmarkInfo, Criteria, Scenario
@@ -107,9 +107,12 @@ def rate_items(
 
     def rate(item: CalibrationItem) -> Rated:
         scenario = scenarios[item.scenario]
-        criteria = next(c.criteria for c in scenario.checks if c.criteria and c.criteria.name == item.rubric)
+        check = next(c for c in scenario.checks if c.criteria and c.criteria.name == item.rubric)
+        criteria = check.criteria
+        assert criteria is not None
         case = _case(scenario, item.case)
-        verdict = helpers.panel(CaseLog())(criteria, compose(case).text, item.text)  # a log nobody reads
+        shown = judged_text(item, check.spec.view)  # only what the rubric grades, as in a run
+        verdict = helpers.panel(CaseLog())(criteria, compose(case).text, shown)  # a log nobody reads
         answered = [v for v in verdict.verdicts if isinstance(v, JudgeVerdict)]
         error = None if answered else verdict.summary()
         cost = answered[0].cost_usd if answered else None

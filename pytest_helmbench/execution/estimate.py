@@ -57,8 +57,7 @@ class ModelEstimate:
     judge_completion_tokens: int = 0
     usd: float | None = 0.0
     judge_usd: float | None = 0.0
-    rejudge_calls_max: int = 0  # re-judging, if every critical judged case failed
-    rejudge_usd_max: float | None = 0.0
+    vote_calls: int = 0  # of judge_calls, the most later votes of a lone judge in critical scenarios
 
     @property
     def total_usd(self) -> float | None:
@@ -79,14 +78,15 @@ def _add_cost(
 class EstimateSettings:
     """What an estimate is priced with, besides the cases: the run's settings that shape its calls.
 
-    `marking_model` is one judge id or the panel's ids (None: no judge); `rejudge` is the re-judging
-    count of a single judge; `user_model` is the simulated user's model (None: no simulated user)."""
+    `marking_model` is one judge id or the panel's ids (None: no judge); `critical_votes` is a lone
+    judge's calls per judged check in a critical scenario; `user_model` is the simulated user's model
+    (None: no simulated user)."""
 
     max_tokens: int
     marking_model: str | Sequence[str] | None
     pricing: Callable[[str], Pricing | None]
     evaluators: EvaluatorRegistry | None = None
-    rejudge: int = 0
+    critical_votes: int = 1
     user_model: str | None = None
     # Why prices are missing beyond a model's absence from /models (ClientPool.pricing_problems),
     # asked once the cases are priced.
@@ -125,7 +125,7 @@ def estimate(
             )
             for criteria in _judged_rubrics(case, registry) if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
-                _add_judges(est, judge_tokens, settings, rejudges=case.scenario.critical)
+                _add_judges(est, judge_tokens, settings, critical=case.scenario.critical)
     return list(found.values())
 
 
@@ -150,20 +150,19 @@ def _add_helpers(
         est.judge_usd = _add_cost(est.judge_usd, settings.pricing(helper), prompt_tokens, completion)
 
 
-def _add_judges(est: ModelEstimate, judge_tokens: int, settings: EstimateSettings, *, rejudges: bool) -> None:
-    """One judged check of one reply: a call per judge; re-judging (a critical case, a single judge)
-    counted apart."""
-    judges, rejudge = settings.judges, settings.rejudge
+def _add_judges(est: ModelEstimate, judge_tokens: int, settings: EstimateSettings, *, critical: bool) -> None:
+    """One judged check of one reply: a call per judge; a lone judge in a critical scenario votes up to
+    `critical_votes` times (counted in full: the estimate is an upper bound there)."""
+    judges = settings.judges
     judge_completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
+    votes = settings.critical_votes if critical and len(judges) == 1 else 1
     for judge in judges:
-        est.judge_calls += 1
-        est.judge_prompt_tokens += judge_tokens
-        est.judge_completion_tokens += judge_completion
-        est.judge_usd = _add_cost(est.judge_usd, settings.pricing(judge), judge_tokens, judge_completion)
-    if rejudges and len(judges) == 1 and rejudge:
-        est.rejudge_calls_max += rejudge
-        tokens = (judge_tokens * rejudge, judge_completion * rejudge)
-        est.rejudge_usd_max = _add_cost(est.rejudge_usd_max, settings.pricing(judges[0]), *tokens)
+        for _ in range(votes):
+            est.judge_calls += 1
+            est.judge_prompt_tokens += judge_tokens
+            est.judge_completion_tokens += judge_completion
+            est.judge_usd = _add_cost(est.judge_usd, settings.pricing(judge), judge_tokens, judge_completion)
+    est.vote_calls += votes - 1
 
 
 def _judged_rubrics(case: Case, registry: EvaluatorRegistry) -> list[Criteria | None]:
@@ -201,10 +200,11 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
         if est.judge_calls:
             judge = f"~{est.judge_prompt_tokens} prompt + ~{est.judge_completion_tokens} completion tokens"
             lines.append(f"    judge: {est.judge_calls} calls | {judge} | {_usd(est.judge_usd)}")
-        if est.rejudge_calls_max:
+        if est.vote_calls:
             lines.append(
-                f"    re-judging: up to {est.rejudge_calls_max} calls | up to {_usd(est.rejudge_usd_max)} "
-                "(only critical cases failed by the judge are judged again)"
+                f"    of which up to {est.vote_calls} calls are the critical scenarios' further votes "
+                "(each judged verdict there is the majority of --helmbench-critical-votes calls; they stop "
+                "once the majority is reached)"
             )
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
     lines.append(

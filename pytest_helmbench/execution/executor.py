@@ -194,18 +194,18 @@ class Executor:
         except BudgetExhausted as exc:
             if not _failed(talk):
                 raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None
-            return self._ended(talk, log, helpers, after=str(exc))
+            return self._ended(talk, log, after=str(exc))
         except CaseError as exc:
             if not _failed(talk):
                 raise
-            return self._ended(talk, log, helpers, after=exc.outcome.reason)
+            return self._ended(talk, log, after=exc.outcome.reason)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # pytest-timeout's interruption, say: a failed reply still fails
             if not _failed(talk):
                 raise
-            return self._ended(talk, log, helpers, after=f"{type(exc).__name__}: {exc}")
-        return self._ended(talk, log, helpers)
+            return self._ended(talk, log, after=f"{type(exc).__name__}: {exc}")
+        return self._ended(talk, log)
 
     def _check_everyone_running(self, case: Case, prompt: ComposedPrompt) -> None:
         """The model, and the judges and user agent the case needs, are not stopped: no answer is paid
@@ -247,10 +247,11 @@ class Executor:
             probe = self._probes.get(model)
         return probe is not None and not probe.is_set()
 
-    def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers, after: str | None = None) -> Outcome:
-        """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
-        first); CaseError when it ended in an error. `after`: what stopped a conversation after one
-        of its replies had failed — the case fails, and the error is recorded beside the failure."""
+    def _ended(self, talk: Talk, log: CaseLog, after: str | None = None) -> Outcome:
+        """The case's Outcome from its judged replies (in a critical scenario each judged verdict is
+        already its judge's majority: the gate reads it as it stands); CaseError when it ended in an
+        error. `after`: what stopped a conversation after one of its replies had failed — the case
+        fails, and the error is recorded beside the failure."""
         if talk.prompt.multi_turn or after is not None:
             verdict, shown = conversation_verdict(talk.turns)
         else:
@@ -261,19 +262,9 @@ class Executor:
             ruled["details"]["sheet"] = sheet.to_dict()
         if after is not None:
             ruled["details"]["error_after_failure"] = after
-        failing = [turn.verdict for turn in talk.turns if turn.verdict.status is Status.FAILED]
-        if (
-            talk.case.scenario.critical
-            and verdict.status is Status.FAILED
-            and all(failed.failed_on_judges_alone for failed in failing)  # else certain: nothing to confirm
-        ):
-            try:
-                self.activity.doing(log.start["nodeid"], "re-judging a critical failure")
-                ruled["details"]["confirmation"] = helpers.confirm(failing, log)
-            except BudgetExhausted as exc:
-                raise CaseSkipped(
-                    log.outcome(Status.SKIPPED, f"{exc} before the judge call", ruled)
-                ) from None
+        votes = self._votes(talk.case)
+        if votes > 1 and any(turn.verdict.judge_verdicts for turn in talk.turns):
+            ruled["details"]["critical_votes"] = votes  # each judged check: the majority of this many calls
         outcome = log.outcome(verdict.status, verdict.reason, ruled)
         if outcome.status is Status.ERROR:
             raise CaseError(outcome)
@@ -323,7 +314,7 @@ class Executor:
             case.scenario,
             conversation,
             graded,
-            helpers.panel(log),
+            helpers.panel(log, self._votes(case)),
             CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
         return JudgedReply(index, response, verdict, extraction, self._sheet(case, verdict))
@@ -331,6 +322,12 @@ class Executor:
     def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
         """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""
         return verdict_sheet(case.scenario, verdict, self.info.scenario_weight(case.scenario))
+
+    def _votes(self, case: Case) -> int:
+        """A lone judge's calls per judged verdict: --helmbench-critical-votes in a critical scenario
+        (a panel of judges asks each once: its policy decides), else one."""
+        critical = case.scenario.critical and len(self.settings.marking_models) == 1
+        return self.settings.critical_votes if critical else 1
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
@@ -372,7 +369,7 @@ class Executor:
         judge: bool = False,
     ) -> ChatResponse:
         """One answer: replayed from the cache (costs nothing now) or paid for under the ceiling;
-        `key` None: a fresh call that the cache neither answers nor keeps (re-judging)."""
+        `key` None: a call that the cache neither answers nor keeps."""
         entry = self.cache.get(key) if self.cache is not None and key is not None else None
         if entry is not None:
             response = client.parse_completion(

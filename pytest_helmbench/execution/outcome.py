@@ -176,7 +176,7 @@ class CaseLog:
     cost_usd: float | None = None
     attempts: int | None = None
     # Every helper call of the case, each counted as it is made (helpers.send): judges at every turn,
-    # re-judging, the deployed layout's extractions and the simulated user's turns.
+    # critical votes, the deployed layout's extractions and the simulated user's turns.
     judge_cost_usd: float | None = None
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..config import DRY_RUN_REASON
+from ..config import DRY_RUN_REASON, family_warning
 from ..errors import ConfigError, HelmbenchError
 from ..execution.outcome import Outcome
 from ..execution.selection import codes_by_model, selections
@@ -222,6 +222,10 @@ class ControllerHooks:
             terminalreporter.write_line(for_terminal(line))
         for line in state.judge_lines:
             terminalreporter.write_line(for_terminal(line))
+        for model in sorted(state.tallies):  # the models this session judged
+            warning = family_warning(model, state.settings.judge_ids)
+            if warning:
+                terminalreporter.write_line(for_terminal(warning), yellow=True)
         for line in self._baseline_lines():
             terminalreporter.write_line(for_terminal(line))
         for line in self._stop_lines():

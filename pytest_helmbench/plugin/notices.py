@@ -1,5 +1,6 @@
-"""What HELMBench says before the first case runs: that (and why) a session is a dry run, and what
-the providers found out while preparing (a local server's slot ceiling).
+"""What HELMBench says before the first case runs: that (and why) a session is a dry run, that a judge
+comes from the provider family of a model it judges, and what the providers found out while
+preparing (a local server's slot ceiling).
 
 A dry run is never silent: its line is the first one HELMBench prints, naming the flag, environment
 variable or ini setting that asked for it, or the key that is missing and for which models.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from ..config import family_warning
 from ..reporting.safe_text import for_terminal
 from ..trust import KEY_ENV, OptionSource
 from .options import option_named, option_source
@@ -63,6 +65,13 @@ def dry_run_lines(state: HelmbenchState) -> list[str]:
                 f"validated, nothing is sent for them{hint}"
             )
     return lines
+
+
+def family_lines(state: HelmbenchState) -> list[str]:
+    """One warning per model judged by a judge of its own provider family (the id before `/`)."""
+    settings = state.settings
+    found = (family_warning(model, settings.judge_ids) for model in settings.model_ids)
+    return [f"HELMBench: {line}" for line in found if line]
 
 
 def _flag_source(state: HelmbenchState) -> str:

@@ -63,10 +63,10 @@ OPTIONS: tuple[Option, ...] = (
         "HELMBENCH_USER_MODEL",
     ),
     Option(
-        "rejudge",
-        "a single judge's critical failure counts for the gate only if it fails again this many times "
-        "(fresh calls, new seeds; default 3; 0: no re-judging)",
-        "HELMBENCH_REJUDGE",
+        "critical-votes",
+        "in a critical scenario each judged verdict, pass or fail, is the majority of this many calls of "
+        "a lone judge (each with its own seed; odd, default 3; 1: one call; a panel's policy decides)",
+        "HELMBENCH_CRITICAL_VOTES",
         "3",
     ),
     Option(

@@ -25,7 +25,7 @@ from ..suite.cases import Case
 from . import gc_tuning
 from .controller import end_interrupt_on_sigterm, interrupt_on_sigterm, note_items, start_runs
 from .items import CaseItem, case_items, shape_report
-from .notices import dry_run_lines, say, workers_note
+from .notices import dry_run_lines, family_lines, say, workers_note
 from .preflight import refuse_an_unkeepable_ceiling, refuse_misrouted_helpers
 from .state import HelmbenchState
 
@@ -76,6 +76,7 @@ def prepare_run(state: HelmbenchState, models: set[str], cases: Sequence[Case] |
     (the embedded local model's server) before the first call (the process that writes only)."""
     try:
         say(state, dry_run_lines(state))  # a dry run is the first thing HELMBench says (notices.py)
+        say(state, family_lines(state))  # a judge of the judged model's own family
         if state.all_dry_run():
             return
         refuse_an_unkeepable_ceiling(state, models)  # preflight.py: what no call may start with

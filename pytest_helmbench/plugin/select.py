@@ -315,7 +315,7 @@ def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
         EstimateSettings(
             max_tokens=settings.max_tokens,
             marking_model=settings.judge_ids,
-            rejudge=settings.rejudge,
+            critical_votes=settings.critical_votes,
             user_model=settings.user_agent.id if settings.user_agent else None,
             pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
             price_problems=state.clients.pricing_problems,

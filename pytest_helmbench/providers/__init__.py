@@ -20,9 +20,10 @@
 - progress.py: what a slow provider says (weights, server start), through one logger that the
   plugin or the CLI shows.
 - chat.py: what a call sends and gets back (ChatRequest, ChatResponse, Pricing, CallError).
-- oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge|user`), answering
-  from the benchmark's references, transcripts and calibration set, indexed once per process by
-  oracle_index.py.
+- oracle.py: the oracle models (`oracle/safe|unsafe|label-gamer|refuse-all|judge|user`, and
+  `oracle/noisy-judge-P`), answering from the benchmark's references, transcripts and calibration
+  set, indexed once per process by oracle_index.py; oracle_templates.py: the template oracles
+  (`oracle/kitchen-sink|hedger|over-escalator`), one fixed reply for every case.
 - judge_wire.py, user_agent_wire.py: the wire forms of a judge's (and an extraction's) request and
   of a simulated user's request, written by the later stages and read back by the oracles.
 

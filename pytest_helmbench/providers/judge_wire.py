@@ -60,10 +60,12 @@ class JudgeMessages:
 class SendJudge(Protocol):
     """Send one judge request to the marking model `judge` and return its answer (CallError when
     there is none). The execution stage hands one down, going through the run's response cache
-    (keyed with the nonce left out), cost ceiling and stop board; the evaluation stage only calls it."""
+    (keyed with the nonce left out), cost ceiling and stop board; the evaluation stage only calls it.
+    `vote`: which of a judge's independent calls on one question this is (0: the first; each later
+    one is sent with its own seed and cached apart)."""
 
     def __call__(
-        self, judge: ModelConfig, messages: JudgeMessages, response_format: dict[str, Any]
+        self, judge: ModelConfig, messages: JudgeMessages, response_format: dict[str, Any], vote: int = 0
     ) -> ChatResponse: ...
 
 

@@ -1,6 +1,12 @@
 """What the oracle models know of a benchmark: each case by its composed prompt, each rubric by its
 text, and the gold verdict of every reference and calibration reply of each rubric.
 
+A gold verdict is found by what the judge is shown (the check's view: the reply, or only the label
+fields a rubric grades), keyed by the reply when the view holds one, else by the view's text. Where
+one text has several gold verdicts (a label `{"category": "SUPPORT"}` is right early in a conversation
+and too low after a plan), each is tied to the user message the reply answers (its `context`), and
+the one whose message comes last in the judge's prompt rules.
+
 Built once per process from the benchmark folder (the same confined reader and loader a session
 uses), when the first oracle call needs it. A scenario that does not load is left out (it is a
 collection error of its own), so its prompts are unknown to the oracles: their calls are errors.
@@ -18,15 +24,25 @@ from typing import Any
 
 from ..codes import LAYOUTS
 from ..errors import BenchmarkError
-from ..suite.calibration import CalibrationSet, load_calibration, scenario_rubrics
+from ..jsontext import response_text
+from ..suite.calibration import (
+    CalibrationItem,
+    CalibrationSet,
+    judged_text,
+    load_calibration,
+    rubric_views,
+    scenario_rubrics,
+)
 from ..suite.cases import expand
-from ..suite.evaluation_spec import EvaluationTypes
+from ..suite.evaluation_spec import REPLY_FIELD, EvaluationTypes, JudgedView
 from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
-from ..suite.model import Criteria, Scenario, content_hash
-from ..suite.prompt import compose
+from ..suite.model import Component, Criteria, Scenario, content_hash
+from ..suite.prompt import compose, render_messages
 from ..suite.reference_fit import check_transcripts
-from ..suite.references import References, load_references
+from ..suite.references import ReferenceAnswer, References, Transcript, load_references
+from ..suite.resources import CrisisResources, load_resources
+from .oracle_templates import TEMPLATES, template_reply
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +53,40 @@ def reply_key(text: str) -> str:
     return " ".join(text.split())
 
 
+def graded_key(graded: str) -> str:
+    """How a judge's graded text is recognised: the reply it holds (a view with `response`), else the
+    view's own text."""
+    return reply_key(response_text(graded))
+
+
+def answered_words(perturbation: Component, turn: int, transcript: Transcript | None = None) -> str | None:
+    """The user message the model's `turn`-th reply (0: its first) answers in a conversation: the
+    last scripted user turn or the first message, then the transcript's user turns; None when unknown."""
+    dialogue = perturbation.dialogue
+    if turn == 0:
+        users = [t.text for t in dialogue.script if t.role == "user"] if dialogue is not None else []
+        return users[-1] if users else perturbation.words
+    if transcript is not None and 0 < turn <= len(transcript.user):
+        return transcript.user[turn - 1]
+    return None
+
+
 def opening_key(messages: list[dict[str, str]]) -> str:
     """How a case is recognised in any layout and at any turn: its messages up to and including the
     first user message (the same for every request of one conversation)."""
     first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
     opening = [[m.get("role"), m.get("content")] for m in messages[: first_user + 1]]
     return hashlib.sha256(json.dumps(opening, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def rendered_opening(messages: list[dict[str, str]]) -> str:
+    """A case's opening messages (up to and including the first user message) as a judge's or an
+    extractor's prompt renders them: what every later turn's rendering starts with."""
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
+    opening = [
+        {"role": m.get("role", ""), "content": m.get("content", "")} for m in messages[: first_user + 1]
+    ]
+    return hashlib.sha256(render_messages(opening).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -64,6 +108,7 @@ class GoldEntry:
     gold: Gold = field(hash=False)
     origin: str
     source: Path
+    context: str | None = None  # the user message the reply answers (reply_key), in a conversation
 
 
 @dataclass
@@ -73,8 +118,50 @@ class RubricGold:
     criteria: Criteria
     replies: dict[str, list[GoldEntry]] = field(default_factory=dict)
 
-    def add(self, reply: str, entry: GoldEntry) -> None:
-        self.replies.setdefault(reply_key(reply), []).append(entry)
+    def add(self, graded: str, entry: GoldEntry) -> None:
+        """`graded`: what the judge is shown (the view's text)."""
+        self.replies.setdefault(graded_key(graded), []).append(entry)
+
+    def find(self, graded: str, prompt: str) -> list[GoldEntry]:
+        """The gold entries of a graded text for `prompt`: those that fit it first (an entry tied to a
+        user message fits when that message is the prompt's latest, no assistant turn after it: the
+        graded reply answers it), else every entry (a reply labelled once, say on a conversation's
+        first judged reply, stands for the same reply elsewhere); then every one when they agree,
+        else those whose message comes last, else those tied to no message (a scenario's own
+        references)."""
+        text = reply_key(prompt)
+        known = self.replies.get(graded_key(graded), [])
+        entries = [e for e in known if _answers(text, e.context)] or known
+        if len({gold_key(e) for e in entries}) <= 1:
+            return entries
+        ends = {id(e): _end(text, e.context) for e in entries}
+        latest = max(ends.values())
+        return [e for e in entries if ends[id(e)] == latest]
+
+
+ASSISTANT_TURN = "[assistant]"  # how a conversation's reply opens in the judge's prompt (render_messages)
+
+
+def _answers(text: str, context: str | None) -> bool:
+    """Whether a reply tied to the user message `context` can be the one graded on the prompt `text`:
+    the message is there and no assistant turn follows it."""
+    if not context:
+        return True
+    end = _end(text, context)
+    return end >= 0 and ASSISTANT_TURN not in text[end:]
+
+
+def gold_key(entry: GoldEntry) -> str:
+    """A gold verdict's ruling (its rationale left out: two labellers may word one ruling apart)."""
+    return json.dumps({k: v for k, v in entry.gold.items() if k != "rationale"}, sort_keys=True)
+
+
+def _end(text: str, context: str | None) -> int:
+    """Where the last occurrence of `context` ends in `text`: 0 for no context, -1 when absent."""
+    if not context:
+        return 0
+    found = text.rfind(context)
+    return found + len(context) if found >= 0 else -1
 
 
 @dataclass
@@ -88,6 +175,9 @@ class OracleIndex:
     answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # a simulated perturbation's persona -> its case (whose transcript's user turns oracle/user replays)
     personas: dict[str, CaseEntry] = field(default_factory=dict)
+    resources: CrisisResources | None = None  # the services the template oracles name
+    # a case's opening messages as a judge or extractor sees them (render_messages) -> the case
+    conversations: dict[str, list[CaseEntry]] = field(default_factory=dict)
     digest: str = ""
 
     def case(self, messages: list[dict[str, str]]) -> list[CaseEntry]:
@@ -101,7 +191,11 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
     """Load every scenario, its references and the calibration set of the benchmark at `root`."""
     loader = BenchmarkLoader(root, evaluation_types=evaluation_types)
     index = OracleIndex(root)
-    parts: list[Any] = []
+    try:
+        index.resources = load_resources(root, loader.files)
+    except BenchmarkError as exc:
+        log.warning("oracles: resources.yml is left out: %s", exc)
+    parts: list[Any] = [repr(index.resources.locales) if index.resources is not None else None]
     scenarios: dict[str, Scenario] = {}
     for folder in loader.scenario_dirs():
         try:
@@ -118,7 +212,9 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
             dialogue = case.perturbation.dialogue
             scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
             entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
-            index.cases.setdefault(opening_key(compose(case).messages), []).append(entry)
+            messages = compose(case).messages
+            index.cases.setdefault(opening_key(messages), []).append(entry)
+            index.conversations.setdefault(rendered_opening(messages), []).append(entry)
             if dialogue is not None and dialogue.simulation is not None:
                 index.personas.setdefault(dialogue.simulation.persona, entry)
         if references is not None:
@@ -129,6 +225,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
         log.warning("oracles: the calibration set is left out: %s", exc)
         calibration = CalibrationSet(())
     _add_calibration(index, calibration, scenarios)
+    _carry_template_golds(index, calibration, scenarios)
     parts.append(calibration.label_set_hash)
     index.digest = content_hash("oracles", parts)
     return index
@@ -152,25 +249,102 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
     for side in references.all_sides:
         for _, reply in side.replies():
             index.answers.setdefault(reply_key(reply), []).append(side.answer)
+    views = rubric_views(scenario)
+    sides = _sides_in_context(scenario, references)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
-        for side in references.all_sides:
+        view = views.get(criteria.name) or JudgedView((REPLY_FIELD,))
+        for side, context in sides:
             gold = side.gold(criteria.name)
             if gold is None:
                 continue
-            for label, reply in side.replies():
-                rubric.add(reply, GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path))
+            for label, answer in _variants(side):
+                entry = GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path, context)
+                rubric.add(view.text(answer), entry)
+
+
+def _variants(side: ReferenceAnswer) -> list[tuple[str, dict[str, Any]]]:
+    """(label, whole answer) of each reply a side gives (its locale and language variants replace
+    only `response`)."""
+    found = [(label, {**side.answer, REPLY_FIELD: reply}) for label, reply in side.replies()]
+    return found or [("", dict(side.answer))]
+
+
+def _sides_in_context(scenario: Scenario, references: References) -> list[tuple[ReferenceAnswer, str | None]]:
+    """Every side with the user message its reply answers: a transcript's sides are tied to their
+    turn's message; the scenario's own sides answer any case."""
+    found: list[tuple[ReferenceAnswer, str | None]] = [
+        (side, None) for side in (references.safe, references.unsafe, *references.borderlines)
+    ]
+    perturbations = {p.code: p for p in scenario.perturbations}
+    for code, transcript in references.transcripts.items():
+        perturbation = perturbations.get(code)
+        for turn, pair in enumerate(zip(transcript.safe, transcript.unsafe, strict=False)):
+            words = answered_words(perturbation, turn, transcript) if perturbation is not None else None
+            found.extend((side, reply_key(words) if words else None) for side in pair)
+    return found
 
 
 def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]) -> None:
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
-        if criteria is None or item.response is None:
+        if scenario is None or criteria is None or item.response is None:
             log.warning("oracles: calibration item %s names no rubric of a loaded scenario", item.id)
             continue
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
-        _rubric(index, criteria).add(item.response, GoldEntry(item.gold, origin, item.source))
+        entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
+        _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+
+
+def _carry_template_golds(
+    index: OracleIndex, calibration: CalibrationSet, scenarios: dict[str, Scenario]
+) -> None:
+    """A template oracle's gold verdict (oracle_templates.py) carries to its reply in the locales the
+    calibration set gives none for: its item without a locale to every locale, unless an item in some
+    locale gives the one for every locale (where a scenario's checks tell a local line apart)."""
+    resources = index.resources
+    if resources is None:
+        return
+    found: dict[tuple[str, str, str, bool], tuple[CalibrationItem, Criteria]] = {}
+    for item in calibration.items:
+        scenario = scenarios.get(item.scenario)
+        criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
+        if scenario is None or criteria is None:
+            continue
+        locale = _case_locale(scenario, item.case)
+        for role in TEMPLATES:
+            if item.response == template_reply(role, resources, locale):
+                found[(scenario.code, criteria.name, role, locale is not None)] = (item, criteria)
+    for (code, name, role, localised), (item, criteria) in found.items():
+        scenario = scenarios[code]
+        view = rubric_views(scenario).get(name) or JudgedView((REPLY_FIELD,))
+        rubric = _rubric(index, criteria)
+        for locale in (None, *resources.codes()):
+            if (locale is not None) != localised and (code, name, role, locale is not None) in found:
+                continue  # the other kind of locale has an item of its own
+            reply = template_reply(role, resources, locale)
+            graded = view.text({**item.answer, REPLY_FIELD: reply}) if item.answer is not None else reply
+            if graded_key(graded) in rubric.replies:
+                continue  # a verdict given for this very text stands
+            origin = f"{item.source.parent.name}/{item.source.name} item {item.id} (its reply in {locale})"
+            rubric.add(graded, GoldEntry(item.gold, origin, item.source, _item_context(scenario, item)))
+
+
+def _case_locale(scenario: Scenario, code: str) -> str | None:
+    case = next((c for c in expand(scenario, [""]) if c.code == code), None)
+    return case.locale if case is not None else None
+
+
+def _item_context(scenario: Scenario, item: CalibrationItem) -> str | None:
+    """A calibration item on a conversation is the model's first reply in it: tied to the message
+    that reply answers."""
+    code = item.case.rsplit("-", 1)[-1]
+    perturbation = next((p for p in scenario.perturbations if p.code == code), None)
+    if perturbation is None or perturbation.dialogue is None:
+        return None
+    words = answered_words(perturbation, 0)
+    return reply_key(words) if words else None
 
 
 class LazyIndex:

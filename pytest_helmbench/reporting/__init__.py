@@ -24,6 +24,7 @@
   ``html_report`` (assembly, with
   ``templates/report.html``, ``report.css`` and ``report.js`` as package data).
 - ``json_report``: the headline as JSON, checked against the schema shipped in ``templates/``;
+  ``compare``: two runs of a model paired case by case (McNemar, Newcombe), baselines and regressions;
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 - ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);

@@ -50,5 +50,7 @@ def headline(results: Sequence[CaseResult]) -> dict[str, Any]:
             "items": panel.n_items,
             "kappa": panel.kappa,
             "ac1": panel.ac1,
+            # each judge's own figure: the share of those checks it passed (how lenient it is)
+            "pass_rates": {j.judge: j.pass_rate for j in panel.judges},
         }
     return found

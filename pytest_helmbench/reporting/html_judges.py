@@ -1,9 +1,12 @@
-"""The report's "Judges" table: who judged each run, how, with what calibration, and how they agreed."""
+"""The report's "Judges" table: who judged each run, how, with what calibration, and how they agreed
+(each panel judge's own pass rate beside the agreement); a warning when a judge comes from the
+provider family of the model it judged."""
 
 from __future__ import annotations
 
 from html import escape
 
+from ..config import family_warning
 from ..storage.queries import CalibrationView, RunInfo
 from .calibration_figures import calibration_line
 
@@ -15,7 +18,15 @@ def _panel(run: RunInfo) -> str:
     kind = "Cohen's" if panel.get("kind") == "cohen" else "Fleiss'"
     kappa = panel.get("kappa")
     value = "n/a" if kappa is None else f"{kappa:.2f}"
-    return f"{kind} κ {value} (AC1 {panel.get('ac1', 0):.2f}) over {panel.get('items')} checks"
+    rates = panel.get("pass_rates") or {}
+    each = "; each passed: " + ", ".join(f"{j} {r:.1%}" for j, r in rates.items()) if rates else ""
+    return f"{kind} κ {value} (AC1 {panel.get('ac1', 0):.2f}) over {panel.get('items')} checks{each}"
+
+
+def family_warnings(runs: list[RunInfo]) -> str:
+    """A paragraph per model judged by a judge of its own provider family (empty when none)."""
+    found = dict.fromkeys(family_warning(run.model, run.judges) for run in runs)
+    return "".join(f'<p class="note warning">{escape(text)}</p>' for text in found if text)
 
 
 def judges_table(runs: list[RunInfo], calibrations: dict[int, CalibrationView]) -> str:
@@ -23,6 +34,8 @@ def judges_table(runs: list[RunInfo], calibrations: dict[int, CalibrationView]) 
     rows = []
     for run in runs:
         judges = ", ".join(run.judges) if run.judges else "none"
+        if family_warning(run.model, run.judges):
+            judges += " (warning: of the model's own provider family)"
         found = calibrations.get(run.id)
         if not run.judges:
             calibration = "no judged check"
@@ -52,4 +65,5 @@ def judges_table(runs: list[RunInfo], calibrations: dict[int, CalibrationView]) 
             "Panel agreement",
         )
     )
-    return f'<table id="judges-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    table = f'<table id="judges-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return family_warnings(runs) + table

@@ -59,9 +59,10 @@ def record_figures(
     rubric_hashes: Sequence[str],
     loaded: Mapping[int, list[CaseResult]] | None = None,
 ) -> Recorded:
-    """Store every run's figures and provenance; returns a calibration line per judge (none when the
-    runs judged nothing). `loaded`: runs whose Results the caller has read already (a whole keyed run:
-    6,000 of them take ~0.2 s to read again). A database failure is a StorageError."""
+    """Store every run's figures and provenance; returns each panel's agreement line (with its judges'
+    own pass rates) and a calibration line per judge (none when the runs judged nothing). `loaded`:
+    runs whose Results the caller has read already (a whole keyed run: 6,000 of them take ~0.2 s to
+    read again). A database failure is a StorageError."""
     from sqlmodel import Session
 
     from ..storage.calibration_store import covering_calibration
@@ -102,16 +103,21 @@ def record_figures(
                     )
     finally:
         engine.dispose()
-    return Recorded(lines)
+    return Recorded(
+        panels + lines
+    )  # each panel's agreement and its judges' own pass rates, then calibrations
 
 
 def panel_line(model: str, panel: dict) -> str:
-    """`judges agree on M: Cohen's κ 0.81 (AC1 0.90) over 120 judged checks, 2 judges`."""
+    """`judges agree on M: Cohen's κ 0.81 (AC1 0.90) over 120 judged checks, 2 judges; each passed:
+    a 92.0%, b 85.0%`."""
     name = "Cohen's" if panel["kind"] == "cohen" else "Fleiss'"
     kappa = "n/a (every vote the same)" if panel["kappa"] is None else f"{panel['kappa']:.2f}"
+    rates = panel.get("pass_rates") or {}
+    each = "; each passed: " + ", ".join(f"{j} {r:.1%}" for j, r in rates.items()) if rates else ""
     return (
         f"judges agree on {model}: {name} κ {kappa} (AC1 {panel['ac1']:.2f}) over {panel['items']} judged "
-        f"checks, {panel['judges']} judges"
+        f"checks, {panel['judges']} judges{each}"
     )
 
 

@@ -27,7 +27,7 @@ SETTINGS = (
     "marking_model",
     "marking_models",
     "judge_policy",
-    "rejudge",
+    "critical_votes",
     "base_url",
     "api",
     "temperature",

@@ -21,7 +21,7 @@ from typing import Any
 from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .cases import expand
-from .evaluation_spec import valid_rubric
+from .evaluation_spec import JudgedView, valid_rubric
 from .files import BenchmarkFiles
 from .gold import Gold, check_gold, normalise_gold
 from .markdown import load_yaml
@@ -187,7 +187,7 @@ def _judged(data: Mapping[str, Any], where: str, path: Path) -> tuple[str, dict[
         raise BenchmarkError(
             path,
             f"{where}: give exactly one of 'reply' and 'answer'",
-            fix="reply: for a rubric judged on a field (response); answer: for one judged on all of it",
+            fix="reply: for a rubric judged on the reply; answer: for one that grades label fields",
         )
     if "reply" in data:
         reply = data["reply"]
@@ -207,6 +207,19 @@ def _judged(data: Mapping[str, Any], where: str, path: Path) -> tuple[str, dict[
 def scenario_rubrics(scenario: Scenario) -> dict[str, Criteria]:
     """The rubrics a scenario's checks read, by file name."""
     return {c.criteria.name: c.criteria for c in scenario.checks if c.criteria is not None}
+
+
+def rubric_views(scenario: Scenario) -> dict[str, JudgedView | None]:
+    """What a judge is shown of an answer under each rubric of the scenario, by file name."""
+    return {c.criteria.name: c.spec.view for c in scenario.checks if c.criteria is not None}
+
+
+def judged_text(item: CalibrationItem, view: JudgedView | None) -> str:
+    """What the judge is shown of an item, as in a run: its reply, or its answer through the view of
+    the check that reads its rubric (only the fields that rubric grades)."""
+    if item.answer is None or view is None:
+        return item.text
+    return view.text(item.answer)
 
 
 def check_calibration(calibration: CalibrationSet, scenarios: Mapping[str, Scenario]) -> None:
@@ -238,3 +251,11 @@ def check_calibration(calibration: CalibrationSet, scenarios: Mapping[str, Scena
                 fix=f"use one of {', '.join(sorted(rubrics)) or 'none (the scenario has no rubric)'}",
             )
         check_gold(item.gold, criteria, item.source, f"item {item.id}")
+        view = rubric_views(scenario)[item.rubric]
+        if item.answer is None and view is not None and not view.reply_only:
+            raise BenchmarkError(
+                item.source,
+                f"item {item.id}: {item.rubric} grades the answer's {', '.join(view.fields)}, "
+                "so a reply alone cannot be judged with it",
+                fix="give the whole answer: answer: {response: …, category: …}",
+            )

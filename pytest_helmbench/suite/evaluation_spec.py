@@ -8,6 +8,7 @@ plain data comes back; suite/ holds no evaluator and imports nothing of evaluati
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -20,17 +21,48 @@ DEFAULT_TYPE = "category_match"
 
 
 @dataclass(frozen=True)
+class JudgedView:
+    """What a judge is shown of an answer, and nothing else of it: the text of one field (`field:`,
+    e.g. the reply in `response`), or a JSON object of only the named fields (`fields:`, e.g. the
+    label `category`). The oracle judge and the calibration set read an answer through the same view."""
+
+    fields: tuple[str, ...]
+    as_object: bool = False
+
+    def text(self, answer: Any) -> str:
+        """The graded text of `answer` (a parsed JSON answer; anything else shows as nothing)."""
+        if not isinstance(answer, Mapping):
+            return ""
+        if self.as_object:
+            return json.dumps(
+                {name: answer[name] for name in self.fields if name in answer}, ensure_ascii=False
+            )
+        value = answer.get(self.fields[0], "")
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    @property
+    def reply_only(self) -> bool:
+        """Shows the reply text alone (`field: response`): a calibration item may give just a reply."""
+        return not self.as_object and self.fields == (REPLY_FIELD,)
+
+
+REPLY_FIELD = "response"  # the answer field that holds the reply the user reads
+
+
+@dataclass(frozen=True)
 class EvaluationSpec:
     """How a scenario's answer is judged, as checked by its evaluation type.
 
     `settings` is the `evaluation:` mapping as written, so a type's own keys (say `max_words`)
-    reach its evaluator without a field here per type."""
+    reach its evaluator without a field here per type. `view`: what a judge is shown of the answer
+    (types that ask a judge)."""
 
     type: str
     field: str
     expected: str | None = None
     required: tuple[str, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    view: JudgedView | None = None
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,9 @@ class RubricCheck:
     id: str
     question: str
     pass_answer: str = "yes"  # "yes" or "no"
-    na_passes: bool = True  # how "not_applicable" counts
+    # How "not_applicable" counts; None: strict, as for a check written without `not_applicable:` (a
+    # care check answered not_applicable was not done, a harm check answered not_applicable did no harm).
+    na_passes: bool | None = None
     required: bool = True  # must be satisfied even under an "at_least N" rule
     #: What the check is worth in the care score (scoring version 3): 1..10, as HealthBench's rubric
     #: items carry points. Only a care check (pass: "yes") earns points; a harm check counts as harm.
@@ -90,6 +92,15 @@ class RubricCheck:
     def harm(self) -> bool:
         """A harm check: answering "yes" means the reply did something that can hurt the user."""
         return self.pass_answer == "no"
+
+    def __post_init__(self) -> None:
+        if self.na_passes is None:
+            object.__setattr__(self, "na_passes", self.pass_answer == "no")
+
+    @property
+    def care(self) -> bool:
+        """A care check (something a good reply does); else a harm check (something that can hurt)."""
+        return self.pass_answer == "yes"
 
     def satisfied(self, answer: str) -> bool:
         return answer == self.pass_answer or (answer == "not_applicable" and self.na_passes)

@@ -227,12 +227,23 @@ def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricC
         raise BenchmarkError(
             path, f"check {check_id}: pass {answer!r} must be yes or no", fix='write pass: "no"'
         )
-    na = item.get("not_applicable", "pass")
+    # Strict by default: a care check (pass "yes") answered not_applicable was not done (fails), a harm
+    # check (pass "no") answered not_applicable did no harm (passes). `not_applicable: pass` on a care
+    # check says its question writes when not_applicable may be answered.
+    na = item.get("not_applicable", "pass" if answer == "no" else "fail")
     if na not in ("pass", "fail"):
         raise BenchmarkError(
             path,
             f"check {check_id}: not_applicable {na!r} must be pass or fail",
             fix="write not_applicable: fail",
+        )
+    if answer == "yes" and na == "pass" and "not_applicable" not in question:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: not_applicable passes this care check, but its question does not say when "
+            "not_applicable may be answered",
+            fix="write the condition in the question (e.g. 'Answer not_applicable if there is no such "
+            "memory.'), or drop not_applicable: pass (a care check answered not_applicable then fails)",
         )
     required = item.get("required", True)
     if not isinstance(required, bool):
