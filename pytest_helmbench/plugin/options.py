@@ -188,7 +188,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "fail-under",
-        "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
+        "exit non-zero when a model's score (0-100) is below this "
+        "(exit statuses: docs/reference/exit-codes.md)",
         "HELMBENCH_FAIL_UNDER",
     ),
     Option(

@@ -27,7 +27,7 @@ from .safe_text import for_spreadsheet
 ExportFormat = Literal["csv", "json", "jsonl"]
 FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet")  # parquet: a file only (export_parquet)
 
-#: The exported columns, in order (documented in the README's "Analysis in pandas").
+#: The exported columns, in order (documented in docs/reference/results-api.md).
 COLUMNS: tuple[str, ...] = RESULT_NAMES
 
 
