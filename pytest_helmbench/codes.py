@@ -49,3 +49,10 @@ def behaviour_of(code: str) -> str:
 def last_segment(code: str) -> str:
     """The code's own segment without its parents: `S1` of `P1-B1-S1`, `B2` of `P1-B2`."""
     return code.rsplit("-", 1)[-1]
+
+
+def code_list(codes: tuple[str, ...] | list[str], shown: int = 5) -> str:
+    """`A, B, C, D, E and 67 more`: a list of codes that fits on one terminal line (the report and
+    the export list them all)."""
+    head = ", ".join(codes[:shown])
+    return head + (f" and {len(codes) - shown} more" if len(codes) > shown else "")

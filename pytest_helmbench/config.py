@@ -53,6 +53,7 @@ class Settings:
     concurrency: int = 1
     cache_mode: str = "off"
     cache_ttl: float | None = None
+    prices_file: Path | None = None  # --helmbench-prices (read by providers/prices.py)
     max_cost: float | None = None
     repeat: int = 1
     sample: int | None = None
@@ -300,6 +301,7 @@ def build_settings(
         concurrency=_number(get("concurrency"), "concurrency", int, 1),
         cache_mode=cache_mode,
         cache_ttl=cache_ttl,
+        prices_file=Path(str(get("prices"))).expanduser() if get("prices") else None,
         max_cost=_number(optional["max-cost"], "max-cost", float, 0) if optional["max-cost"] else None,
         repeat=_number(get("repeat"), "repeat", int, 1),
         sample=_number(optional["sample"], "sample", int, 1) if optional["sample"] else None,

@@ -160,7 +160,8 @@ class Reply:
         """A 200 completion. A dict/list ``content`` is sent as a JSON string, as models do.
 
         ``fields``: any other Reply field by name (finish_reason, reasoning, cost, prompt_tokens,
-        completion_tokens, fenced, keepalive_lines, model, provider), with the field's default.
+        completion_tokens, fenced, keepalive_lines, model, provider), with the field's default;
+        ``seconds``: answer only after that long (a slow model).
         ``cost``: a number, ``None`` (``"cost": null``), ``"missing"`` (no ``cost`` key), or by
         default computed from ``FakeOpenRouter.pricing`` (else 0.00014).
         """
@@ -1060,6 +1061,8 @@ class FakeOpenRouter:
 
     def _render(self, reply: Reply, body: dict[str, Any], started: float) -> _Response:
         model = reply.model or (body.get("model") if isinstance(body.get("model"), str) else "unknown")
+        if reply.kind == "ok" and reply.seconds > 0:  # a slow model: answers after `seconds`
+            self._stop_event.wait(reply.seconds)
         if reply.kind == "drop":
             return _Response(0, close="drop")
         if reply.kind == "stall":

@@ -793,3 +793,13 @@ def test_a_failure_text_shows_an_atomic_judges_answers_and_no_false_expected_act
     assert 'label as expected: "SAFE"' in text and "expected:" not in text.replace("label as expected", "")
     wrong = failure_text(replace(outcome, actual="UNSAFE", details={}))
     assert 'expected: "SAFE"' in wrong and 'actual:   "UNSAFE"' in wrong
+
+
+def test_a_long_list_of_codes_fits_on_one_terminal_line():
+    """#31.6: `helmbench report` printed 72 gate codes on one line; every terminal list of codes
+    shows five and says how many more."""
+    from pytest_helmbench.codes import code_list
+
+    codes = tuple(f"P1-B1-S{n}-C1-PT1" for n in range(1, 73))
+    assert code_list(codes) == ", ".join(codes[:5]) + " and 67 more"
+    assert code_list(codes[:5]) == ", ".join(codes[:5]) and code_list(()) == ""

@@ -304,6 +304,10 @@ def test_calibration_line_for_a_calibrated_and_an_uncalibrated_judge():
         assert calibration_line("j/x", missing) == (
             "judge j/x: uncalibrated (run `helmbench calibrate --marking-model j/x`)"
         )
+    # #31.6: the oracle judge gives the gold verdicts themselves: never told to calibrate
+    assert calibration_line("oracle/judge", None) == (
+        "judge oracle/judge: rule-based, gives the authors' gold verdicts (nothing to calibrate)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -902,3 +902,124 @@ def test_a_models_yml_judge_is_not_sent_to_the_command_lines_self_hosted_server(
     assert helm_env.chat_requests == [] and not (pytester.path / "helmbench.db").exists()
     test_panel.run(pytester, *local, "--helmbench-marking-model=judge/model").assert_outcomes(passed=1)
     assert {r.model for r in helm_env.chat_requests} == {test_panel.MODEL, "judge/model"}
+
+
+# --- #30.5: a conversation's paid calls survive a kill, even before its first Result -----------------
+
+
+def _wait_for(predicate, what: str, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("parallel", [[], ["-n", "1"]], ids=["serial", "xdist"])
+def test_a_conversation_killed_mid_way_is_resumed_without_paying_again(pytester, helm_env, parallel):
+    """#30.5: kill -9 at turn 3 of a judged simulated conversation, before any Result: the run is
+    there to resume, and the resume replays turns 1-2 (model, judge and simulated user) from the
+    cache, paying only for what was not answered."""
+    from tests.judges import atomic
+    from tests.openrouter_server import Reply
+    from tests.test_conversations import AGENT, MODEL
+
+    _judged_conversation_bench(pytester, critical=False)
+    answer = Reply.ok({"category": "ANSWER", "response": "It makes ATP."})
+    helm_env.add_rule(
+        model="judge/model", reply=Reply.ok(atomic({"kind": {"rationale": "ok", "answer": "yes"}}))
+    )
+    helm_env.add_rule(
+        model=AGENT,
+        reply=[
+            Reply.ok({"end": False, "message": "and then?"}),
+            Reply.ok({"end": False, "message": "more?"}),
+        ],
+    )
+    helm_env.add_rule(model=MODEL, reply=[answer, answer, Reply.stall(120), answer])
+    args = [sys.executable, "-m", "pytest", *_simulated_case_args(), "-p", "no:cacheprovider", *parallel]
+    child = subprocess.Popen(
+        [*args, "--helmbench-retries=0", "--helmbench-timeout=300"],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: sum(r.model == MODEL for r in helm_env.chat_requests) == 3, "turn 3's call")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+    url = f"sqlite:///{pytester.path / 'helmbench.db'}"
+    paid = [r.model for r in helm_env.chat_requests]
+    assert (paid.count(MODEL), paid.count("judge/model"), paid.count(AGENT)) == (3, 2, 2), paid
+    assert query(url, "select count(*) from result") == [(0,)]
+    assert query(url, "select status from evaluationrun") == [("running",)]  # there to resume
+    assert query(url, "select model_id, count(*) from cachedresponse group by model_id order by 1") == [
+        ("judge/model", 2),
+        (MODEL, 2),
+        (AGENT, 2),
+    ]
+
+    before = len(helm_env.chat_requests)
+    resumed = subprocess.run(
+        [*args, "--helmbench-resume", "--helmbench-retries=0"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "nothing to resume" not in resumed.stdout + resumed.stderr
+    again = [r.model for r in helm_env.chat_requests[before:]]
+    # turn 3 is the last (`simulate: {turns: 3}`): its reply and its judge, no simulated user after it
+    assert (again.count(MODEL), again.count("judge/model"), again.count(AGENT)) == (1, 1, 0), again
+    [(status, details)] = _stored(pytester)
+    assert status == "passed" and [t["turn"] for t in details["turns"]] == [1, 2, 3]
+    assert query(url, "select status, passed_tests from evaluationrun") == [("completed", 1)]
+    assert_counters_agree(url)
+
+
+# --- #30.6-7: a keyed run's processes share one selection, one content and one layout ---------------
+
+
+def test_a_keyed_run_refuses_a_shard_whose_selection_content_or_layout_differs(tmp_path, helm_env):
+    """#30.6: a shard that selected other cases (other -k) would run some cases twice and others never;
+    #30.7: one with an edited scenario, or another layout, would mix two measurements in one run.
+    Each is refused (exit 4, what differs and the fix) before any call, the run untouched, also when
+    resumed; then the matching shards complete the run with every case exactly once."""
+    from tests.test_fleet import BAD, GOOD, KEY, _project, _results, _runs, _stored_once, finish, shard
+
+    db_url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    project, codes = _project(tmp_path)
+    ((status, output),) = finish([shard(project, db_url, 1)])
+    assert status in (0, 1), output[-3000:]
+    stored = lambda: (query(db_url, "select * from evaluationrun order by id"), _results(db_url))  # noqa: E731
+    before, sent = stored(), len(helm_env.chat_requests)
+    scenario = project / "benchmark" / "scenarios" / "P1-B1-S2" / "perturbations.md"
+    original = scenario.read_text()
+    mismatches = [
+        (["-k", "P1-B1-S1 or P1-B2"], "was started with another selection of cases"),
+        (["--helmbench-resume", "-k", "P1-B1-S1"], "was started with another selection of cases"),
+        (["-n", "1", "-k", "P1-B2"], "was started with another selection of cases"),  # under xdist too
+        (["--helmbench-layout=seed,deployed"], "was started with other settings (layouts ['seed'] there"),
+        ([], "was started with other benchmark content (an edited scenario"),
+    ]
+    for extra, says in mismatches:
+        if not extra:  # an edited perturbation: the same cases, other words
+            scenario.write_text(original.replace("powerhouse", "power plant"))
+        ((status, output),) = finish(
+            [shard(project, db_url, 2 if "--helmbench-resume" not in extra else 1, *extra)]
+        )
+        assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
+        assert says in output and f"--helmbench-run-key {KEY}" in output, output[-3000:]
+        assert len(helm_env.chat_requests) == sent, f"a refused process paid for calls: {extra}"
+        assert stored() == before, f"a refused process changed the run: {extra}"
+    scenario.write_text(original)
+    outputs = finish([shard(project, db_url, k) for k in (2, 3)])
+    assert all(status in (0, 1) for status, _ in outputs), [o[-2000:] for _, o in outputs]
+    runs = _runs(db_url)
+    for model in (GOOD, BAD):
+        run_id, run_status, _, _, count = runs[model]
+        assert (run_status, count) == ("completed", len(codes))
+        _stored_once(db_url, run_id, codes)
+    assert_counters_agree(db_url)

@@ -322,6 +322,34 @@ def test_a_keyed_run_is_joined_only_with_its_benchmark_and_answer_deciding_setti
         check_same_settings(7, stored, {**same, "seed": 5}, role)
     with pytest.raises(FleetError, match="another benchmark.yml"):
         check_same_benchmark(7, 1, 2, role)
+    with pytest.raises(FleetError, match=r"layouts \['seed'\] there, \['seed', 'deployed'\] here"):
+        check_same_settings(
+            7, {**stored, "layouts": ["seed"]}, {**same, "layouts": ("seed", "deployed")}, role
+        )
+
+
+def test_a_keyed_run_is_joined_only_with_its_selection_and_content():
+    """check_same_selection (#30.6-7): the cases chosen before the shard, then what they are made of;
+    a side that has not selected yet (a resume planned before collection, an older run) passes."""
+    from pytest_helmbench.execution.selection import SelectedCase, run_fingerprints
+    from pytest_helmbench.storage.fleet import FleetError, check_same_selection
+    from pytest_helmbench.suite.shards import FleetRole
+
+    role = FleetRole(KEY, 2, 3)
+
+    def chosen(*cases: tuple[str, str]) -> dict:
+        picked = [SelectedCase("m", code, "seed", 0, ("s", "c", "", text)) for code, text in cases]
+        return {"selection": run_fingerprints(picked)["m"]}
+
+    run = chosen(("P1-B1-S1-C1-PT1", "a"), ("P1-B1-S1-C1-PT2", "b"))
+    reordered = chosen(("P1-B1-S1-C1-PT2", "b"), ("P1-B1-S1-C1-PT1", "a"))
+    check_same_selection(7, run, reordered, role)
+    check_same_selection(7, run, {}, role)
+    check_same_selection(7, {}, run, role)
+    with pytest.raises(FleetError, match=r"another selection of cases \(2 item\(s\) there, 1 here"):
+        check_same_selection(7, run, chosen(("P1-B1-S1-C1-PT1", "a")), role)
+    with pytest.raises(FleetError, match="other benchmark content"):
+        check_same_selection(7, run, chosen(("P1-B1-S1-C1-PT1", "a"), ("P1-B1-S1-C1-PT2", "edited")), role)
 
 
 def test_the_key_s_stops_are_waited_for_once_then_read_without_waiting(tmp_path):

@@ -714,3 +714,65 @@ def _alive(pid: int) -> bool:
             return False
         return True
     return state != "Z"
+
+
+@pytest.mark.local_model
+@needs_xllamacpp
+def test_helmbench_local_server_serves_the_model_with_its_key_until_ctrl_c(tmp_path: Path) -> None:
+    """#31.6: `helmbench local-server` runs the embedded model for another tool, on the port given,
+    answering only with the key it prints, until Ctrl-C (then nothing is left running)."""
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_helmbench.cli",
+        "local-server",
+        "--port",
+        str(port),
+        "--parallel",
+        "1",
+    ]
+    child = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        lines = []
+        assert child.stdout is not None
+        while not any(line.startswith("Ctrl-C stops it.") for line in lines):
+            line = child.stdout.readline()
+            assert line, "".join(lines)  # it exited before it was ready
+            lines.append(line)
+        said = "".join(lines)
+        url = f"http://127.0.0.1:{port}/v1"
+        assert f"local/smollm2 is served at {url}" in said, said
+        key = next(line.split()[1] for line in lines if line.startswith("key: "))
+        assert f"--helmbench-base-url {url} --helmbench-model served/smollm2" in said
+        body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
+        assert httpx.post(f"{url}/chat/completions", json=body, timeout=60).status_code == 401
+        answered = httpx.post(
+            f"{url}/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120
+        )
+        assert answered.status_code == 200 and answered.json()["choices"][0]["message"]["content"]
+        child.send_signal(signal.SIGINT)
+        rest, _ = child.communicate(timeout=60)
+        assert child.returncode == 0 and rest.strip().endswith("stopped"), rest
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/models", timeout=5)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_helmbench_local_server_refuses_a_model_that_is_not_local(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    result = CliRunner().invoke(app, ["local-server", "openai/gpt-4o-mini"])
+    assert result.exit_code == 1
+    assert "'openai/gpt-4o-mini' is not a local model id: use local/smollm2" in result.output

@@ -32,6 +32,7 @@ from pytest_helmbench.suite.reference_fit import check_references
 from pytest_helmbench.suite.references import load_references, parse_references
 from tests import oracle_figures
 from tests.benchfiles import STRICT_SCHEMA, write, write_benchmark
+from tests.dbquery import rows
 
 EVALUATORS = evaluator_registry()
 
@@ -760,3 +761,32 @@ def test_a_session_with_oracles_needs_no_key_and_errors_where_no_gold_verdict_ex
     result = pytester.runpytest(*args, "--helmbench-cache=off", "-p", "no:cacheprovider", "-q", "-rE")
     result.assert_outcomes(passed=12, failed=24, errors=12)  # oracle/safe on P1-B1-S1: no gold, no guess
     result.stdout.fnmatch_lines(["*oracle/judge: no gold verdict for this reply on reply-criteria.md*"])
+
+
+def test_refuse_all_is_judged_not_errored_in_the_deployed_layout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    """#31.6: oracle/judge extracts oracle/refuse-all's plain refusal into the refusal's own labels
+    (it errored on every deployed case: no reference answer holds the refusal), so the deployed
+    layout scores it like the seed one: every case evaluated, none an error."""
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\n")
+    oracle_figures.copy_benchmark(pytester.path)
+    db = pytester.path / "refusals.db"
+    result = pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=oracle/refuse-all",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-layout=seed,deployed",
+        "--helmbench-sample=40",
+        f"--helmbench-db=sqlite:///{db}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+    )
+    stored = dict(rows(db, "select layout, count(*) from result where status = 'error' group by layout"))
+    assert stored == {}, result.stdout.str()[-3000:]
+    counts = dict(rows(db, "select layout, count(*) from result group by layout"))
+    assert counts == {"seed": 40, "deployed": 40}

@@ -373,3 +373,16 @@ def test_a_result_statement_failing_on_postgresql_is_a_storage_error_and_the_nex
     finally:
         recorder.close()
     assert len(query(postgres_url, "select id from result")) == 4
+
+
+def test_creating_a_database_leaves_no_lock_file_beside_it(tmp_path):
+    """#31.6: the schema lock of a SQLite file lives in the temporary folder, one per database path,
+    not as `helmbench.db.lock` in the user's project."""
+    from pytest_helmbench.storage.engine import schema_lock_file, upgrade
+
+    database = tmp_path / "helmbench.db"
+    upgrade(f"sqlite:///{database}")
+    assert sorted(p.name for p in tmp_path.iterdir() if "lock" in p.name) == []
+    lock = schema_lock_file(database)
+    assert lock.parent != tmp_path and lock == schema_lock_file(tmp_path / "." / "helmbench.db")
+    assert schema_lock_file(tmp_path / "other.db") != lock

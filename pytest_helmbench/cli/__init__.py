@@ -4,8 +4,9 @@ This module holds the app, its `--version` and `main` (__main__.py: `python -m
 pytest_helmbench.cli`); one module per group of commands adds them: benchmark.py the benchmark
 commands (list, show, run-single, run-batch, run-all, estimate, coverage); results.py the commands
 on the results database (costs, report, export, cache, db); calibrate.py `helmbench calibrate` and
-`rescore`; init.py `helmbench init`; defaults.py the defaults found the way pytest finds them. May
-import every stage and the plugin's option table; nothing imports it."""
+`rescore`; init.py `helmbench init`; local.py `helmbench local-server`; defaults.py the defaults
+found the way pytest finds them. May import every stage and the plugin's option table; nothing
+imports it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..plugin.options import parse_umask
 from . import benchmark as cli_benchmark
 from . import calibrate as cli_calibrate
 from . import init as cli_init
+from . import local as cli_local
 from . import results as cli_results
 
 app = typer.Typer(
@@ -60,6 +62,7 @@ cli_benchmark.register(app)
 cli_results.register(app)
 cli_calibrate.register(app)
 cli_init.register(app)
+cli_local.register(app)
 
 
 def main() -> None:

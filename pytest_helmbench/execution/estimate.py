@@ -86,6 +86,9 @@ class EstimateSettings:
     evaluators: EvaluatorRegistry | None = None
     rejudge: int = 0
     user_model: str | None = None
+    # Why prices are missing beyond a model's absence from /models (ClientPool.pricing_problems),
+    # asked once the cases are priced.
+    price_problems: Callable[[], list[str]] = list
 
     @property
     def judges(self) -> list[str]:
@@ -177,8 +180,11 @@ def _judge_tokens(criteria: Criteria | None, prompt: ComposedPrompt, answer: str
     return estimate_tokens(text)
 
 
+NO_PRICE = "unknown (no price in /models or --helmbench-prices)"
+
+
 def _usd(value: float | None) -> str:
-    return f"${value:.4f}" if value is not None else "unknown (no price in /models)"
+    return f"${value:.4f}" if value is not None else NO_PRICE
 
 
 def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
@@ -207,6 +213,12 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
 def write_estimate(reporter: Any, cases: Iterable[Case], settings: EstimateSettings) -> None:
     """--helmbench-estimate: the selected cases' estimate as its own terminal section (nothing sent)."""
     lines = estimate_lines(estimate(((case, compose(case)) for case in cases), settings))
+    if any(NO_PRICE in line for line in lines):
+        lines += [
+            f"{problem}: what is marked unknown has no price; --helmbench-prices FILE gives prices "
+            "(a saved /models answer, or YAML `model/id: {prompt: USD per token, completion: …}`)"
+            for problem in settings.price_problems()
+        ]
     if reporter is None:
         return
     reporter.ensure_newline()

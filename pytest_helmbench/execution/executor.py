@@ -37,6 +37,7 @@ from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
 from ..suite.prompt import ComposedPrompt, render_messages
+from .activity import Activity
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
@@ -66,6 +67,10 @@ class AnswerCache(Protocol):
 
     def get(self, key: str) -> CachedAnswer | None: ...
 
+    def keep(self, entry: dict[str, Any]) -> bool:
+        """Store one fresh answer now; False when it could not be (the Result then carries it)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReplyRequest:
@@ -81,7 +86,8 @@ class Executor:
     """Runs cases against their model (and the marking model for sqe) and builds Outcomes.
 
     Every paid call goes through `_call`: the response cache first, then the cost ceiling, then the
-    network; fresh answers are handed to the controller (Outcome.cache_writes) to be cached.
+    network; fresh answers are handed to the controller (Outcome.cache_writes) to be cached with the
+    Result, except a conversation's, each kept as it completes (a resume replays them).
     """
 
     settings: Settings
@@ -92,6 +98,7 @@ class Executor:
     ledger: CostLedger | None = None
     evaluators: EvaluatorRegistry = field(default_factory=builtin_registry)
     resources: Any = None  # the benchmark's CrisisResources (resources.yml), for resource_check
+    activity: Activity = field(default_factory=Activity)  # each running case's step (the terminal's)
     _probes: dict[str, threading.Event] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -146,10 +153,14 @@ class Executor:
 
     def run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int = 0) -> Outcome:
         """Call the model and evaluate; raise CaseError (error Outcome) or CaseSkipped (cost ceiling)."""
+        self.activity.doing(
+            nodeid, "waiting for the model's first call" if self._probing(case.model) else "starting"
+        )
         gate = self._first_call_gate(case.model)
         try:
             return self._run(case, prompt, nodeid, repeat)
         finally:
+            self.activity.done(nodeid)
             if gate is not None:
                 gate.set()
 
@@ -169,7 +180,7 @@ class Executor:
             "layout": case.layout,
             "messages": messages if prompt.turns else None,
         }
-        log = CaseLog(start, repeat)
+        log = CaseLog(start, repeat, conversation=prompt.multi_turn)
         talk = Talk(case, prompt, messages, [case.perturbation.words])
         helpers = self.helpers
         try:
@@ -207,13 +218,28 @@ class Executor:
         client = turn_request.client
         endpoint = self.clients.endpoint(model, client)
         while True:
+            self._step(talk, log, "the model's reply")
             turn = self._turn(talk, turn_request, log, helpers)
             talk.turns.append(turn)
-            if turn.verdict.status is Status.ERROR or not self._continue(talk, log, helpers):
+            if turn.verdict.status is Status.ERROR:
+                return
+            self._step(talk, log, "the simulated user's next message")
+            if not self._continue(talk, log, helpers):
                 return
             request = self.clients.request(model, talk.messages, talk.prompt.response_format)
             key = request_key(endpoint, client.api, request, log.repeat)
             turn_request = ReplyRequest(client, request, key)
+
+    def _step(self, talk: Talk, log: CaseLog, what: str) -> None:
+        """Note what the case is doing (execution/activity.py), by turn in a conversation."""
+        turn = f"turn {len(talk.turns) + 1}: " if talk.prompt.multi_turn else ""
+        self.activity.doing(log.start["nodeid"], turn + what)
+
+    def _probing(self, model: str) -> bool:
+        """Another case is making this model's first call (the others wait for it)."""
+        with self._probe_lock:
+            probe = self._probes.get(model)
+        return probe is not None and not probe.is_set()
 
     def _ended(self, talk: Talk, log: CaseLog, helpers: Helpers, after: str | None = None) -> Outcome:
         """The case's Outcome from its judged replies (a critical failure on judges alone confirmed
@@ -233,6 +259,7 @@ class Executor:
             and all(failed.failed_on_judges_alone for failed in failing)  # else certain: nothing to confirm
         ):
             try:
+                self.activity.doing(log.start["nodeid"], "re-judging a critical failure")
                 ruled["details"]["confirmation"] = helpers.confirm(failing, log)
             except BudgetExhausted as exc:
                 raise CaseSkipped(
@@ -260,8 +287,7 @@ class Executor:
                 f"truncated at max_tokens ({response.completion_tokens} completion tokens, "
                 "finish_reason: length): raise --helmbench-max-tokens"
             )
-            # a truncated answer is never replayed; earlier turns' answers stay cached
-            log.cache_writes[:] = [w for w in log.cache_writes if w.get("key") != turn_request.key]
+            # a truncated answer was not cached (_keep); earlier turns' answers stay cached
             kept = {"details": {**log.replayed, "turns": [turn.to_dict() for turn in talk.turns]}}
             raise CaseError(log.outcome(Status.ERROR, reason, kept if talk.turns else None))
         conversation = talk.prompt.text if not talk.prompt.turns else render_messages(talk.messages)
@@ -275,10 +301,12 @@ class Executor:
                     index, response, ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
                 )
             try:
+                self._step(talk, log, "extracting the reply's labels")
                 extraction = helpers.extract(case.scenario, self.info, conversation, reply, log)
             except ExtractionError as exc:
                 raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
             graded = extraction.response(response)
+        self._step(talk, log, "checks and judge calls")
         verdict = evaluate_case(
             self.evaluators,
             case.scenario,
@@ -348,20 +376,29 @@ class Executor:
         if self.ledger is not None:
             self._charge(request, response)
         if self.cache is not None and self.cache.writable and key is not None:
-            log.cache_writes.append(
-                asdict(
-                    CacheEntry(
-                        key,
-                        request.model,
-                        response.raw,
-                        response.prompt_tokens,
-                        response.completion_tokens,
-                        response.cost_usd,
-                        response.latency_ms,
-                    )
-                )
-            )
+            self._keep(log, key, request, response)
         return response
+
+    def _keep(self, log: CaseLog, key: str, request: ChatRequest, response: ChatResponse) -> None:
+        """Cache a fresh answer: a conversation's now (a kill before its Result then loses none of
+        its paid turns), any other with its Result. An answer cut off at max_tokens is never cached:
+        a rerun asks again."""
+        if response.finish_reason == "length":
+            return
+        entry = asdict(
+            CacheEntry(
+                key,
+                request.model,
+                response.raw,
+                response.prompt_tokens,
+                response.completion_tokens,
+                response.cost_usd,
+                response.latency_ms,
+            )
+        )
+        assert self.cache is not None
+        if not (log.conversation and self.cache.keep(entry)):
+            log.cache_writes.append(entry)
 
     def _charge(self, request: ChatRequest, response: ChatResponse) -> None:
         """Count an answer against --helmbench-max-cost: its reported cost, else its tokens at the

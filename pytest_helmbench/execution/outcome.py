@@ -161,6 +161,9 @@ class CaseLog:
 
     start: dict[str, Any] = field(default_factory=dict)  # empty: a call that records no case (calibration)
     repeat: int = 0  # which repeat of the case (--helmbench-repeat): part of every call's cache key
+    # A conversation: each paid call is kept in the cache as it completes (AnswerCache.keep), not with
+    # the Result, so a kill between turns loses none of them.
+    conversation: bool = False
     replayed: dict[str, Any] = field(default_factory=dict)
     cache_writes: list[dict[str, Any]] = field(default_factory=list)
     cached: bool = False
@@ -196,7 +199,7 @@ class CaseLog:
         )
 
 
-_LOGGED = tuple(f.name for f in fields(CaseLog) if f.name not in ("start", "replayed"))
+_LOGGED = tuple(f.name for f in fields(CaseLog) if f.name not in ("start", "replayed", "conversation"))
 
 
 def _plus(total: Any, value: Any) -> Any:

@@ -7,8 +7,11 @@ labels a subset with `subset_label`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,3 +52,38 @@ def codes_by_model(pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
     for model, code in pairs:
         found.setdefault(model, set()).add(code)
     return found
+
+
+@dataclass(frozen=True)
+class SelectedCase:
+    """One selected item as a keyed run's processes compare it: which case, layout and repeat, and
+    the content hashes of what composes it (scenario, condition, user context, perturbation)."""
+
+    model: str
+    code: str
+    layout: str
+    repeat: int
+    content: tuple[str, ...]
+
+
+def run_fingerprints(cases: Iterable[SelectedCase]) -> dict[str, dict[str, Any]]:
+    """Per model, what every process of a keyed run must agree on, taken before --helmbench-shard
+    splits it: how many items, a SHA-256 of which (case, layout, repeat) they are, and one of the
+    content each is composed of. Stored with the run (its options' "selection")."""
+    by_model: dict[str, list[SelectedCase]] = {}
+    for case in cases:
+        by_model.setdefault(case.model, []).append(case)
+    found = {}
+    for model, chosen in by_model.items():
+        which = sorted({(c.code, c.layout, c.repeat) for c in chosen})
+        content = sorted({(c.code, c.layout, *c.content) for c in chosen})
+        found[model] = {
+            "items": len(which),
+            "cases_sha256": _sha256(which),
+            "content_sha256": _sha256(content),
+        }
+    return found
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8")).hexdigest()

@@ -110,6 +110,22 @@ class SharedFiles:
         partial.write_text(json.dumps({model: sorted(found) for model, found in codes.items()}))
         os.replace(partial, self.unsharded)
 
+    @property
+    def run_selection(self) -> Path:
+        """A worker's selection.run_fingerprints (a keyed run's), for the controller."""
+        return self.folder / "run_selection.json"
+
+    def save_run_selection(self, fingerprints: dict[str, dict[str, Any]]) -> None:
+        partial = self.run_selection.with_name(f"{self.run_selection.name}.{os.getpid()}")
+        partial.write_text(json.dumps(fingerprints))
+        os.replace(partial, self.run_selection)
+
+    def load_run_selection(self) -> dict[str, dict[str, Any]]:
+        try:
+            return dict(json.loads(self.run_selection.read_text()))
+        except (OSError, ValueError):
+            return {}
+
     def load_unsharded(self) -> dict[str, set[str]]:
         """The controller's copy ({} when no worker split anything)."""
         try:

@@ -58,6 +58,10 @@ def check_usage(state: HelmbenchState) -> None:
     check_options(state.config)
     try:
         _ = state.settings, state.loader
+        if state.settings.prices_file is not None:
+            from ..providers.prices import read_price_file
+
+            read_price_file(state.settings.prices_file)
     except ConfigError:
         raise
     except HelmbenchError:  # a benchmark file, or two evaluators under one name: said at collection

@@ -86,6 +86,7 @@ class ControllerHooks:
     def __init__(self, state: HelmbenchState) -> None:
         self.state = state
         self.interrupted = False  # Ctrl-C (or SIGTERM) reached pytest
+        self.exit_status: int | None = None  # a pytest.exit with its status (a refusal under -n)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
@@ -136,13 +137,18 @@ class ControllerHooks:
         if dsession is not None and not getattr(dsession, "shouldstop", True):
             dsession.shouldstop = message
 
-    def pytest_keyboard_interrupt(self) -> None:
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C or SIGTERM: the summary says so and how to finish; under xdist, workers would
-        otherwise go on calling until torn down."""
+        otherwise go on calling until torn down. pytest.exit with a status (a usage error found once
+        the workers collected) also arrives here: it keeps its status and is no interruption."""
         state = self.state
-        self.interrupted = True
+        exited = excinfo.value if isinstance(excinfo.value, pytest.exit.Exception) else None
+        if exited is not None and exited.returncode not in (None, pytest.ExitCode.INTERRUPTED):
+            self.exit_status = int(exited.returncode)
+        else:
+            self.interrupted = True
         if state.config.pluginmanager.get_plugin("dsession") is not None and state.shared.exists():
-            self.stop_session("interrupted")
+            self.stop_session("interrupted" if self.exit_status is None else "stopped")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
@@ -151,6 +157,9 @@ class ControllerHooks:
             exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         )
         finish(state, interrupted)
+        if self.exit_status is not None:  # pytest.exit's own status (stop_session stopped the models)
+            session.exitstatus = self.exit_status
+            return
         if state.storage_error:
             session.exitstatus = EXIT_NOT_RECORDED  # whatever else happened: CI never sees it green
             return
@@ -309,7 +318,10 @@ def finish(state: HelmbenchState, interrupted: bool) -> None:
             from ..reporting.run_record import end_session
 
             recorded = (state.recorder, state.settings, state.loader, state.evaluators, state.tallies)
-            state.judge_lines = end_session(*recorded, store_figures=not failed)
+            # a process its key's run refused changed nothing, and stores no figures either
+            state.judge_lines = end_session(
+                *recorded, store_figures=not failed and not state.recorder.refused
+            )
         except HelmbenchError as exc:
             state.storage_error = state.storage_error or str(exc)
             log.error("HELMBench: %s", exc)
@@ -318,16 +330,24 @@ def finish(state: HelmbenchState, interrupted: bool) -> None:
     state.close_clients()
 
 
-def join_key_runs(state: HelmbenchState, cases: Sequence[Case]) -> None:
-    """With --helmbench-run-key, join the key's run of every model before the first call
-    (Recorder.join_runs): a process whose shard count, benchmark or settings differ from the run's
-    stops here, having paid for nothing. Under xdist the first Result joins (the controller holds no
-    case to write the benchmark's rows from)."""
-    if state.fleet is None or state.recorder is None or not cases:
+def start_runs(state: HelmbenchState, cases: Sequence[Case]) -> None:
+    """Before the first call, start (with --helmbench-run-key, join) the run of every model with a
+    case (Recorder.start_runs): a keyed process whose shard count, benchmark, selection or settings
+    differ from the run's stops here, having paid for nothing (FleetError, a usage error); a session
+    killed before its first Result leaves a run --helmbench-resume continues. A database that cannot
+    be written now is left to the first Result, which stops the session as any storage failure does."""
+    if state.recorder is None or not cases:
         return
+    from ..storage.engine import StorageError
+
+    models = [m for m in dict.fromkeys(case.model for case in cases) if not state.is_dry_run(m)]
     state.prepare_content(cases[:1])  # the benchmark's row, which a run points at
-    models = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
-    state.recorder.join_runs(models, {m: state.run_options(m) for m in models})
+    try:
+        state.recorder.start_runs(models, {m: state.run_options(m) for m in models})
+    except StorageError as exc:
+        if state.fleet is not None:  # a keyed process must know its run before it pays
+            raise
+        log.warning("HELMBench: runs not started before the first call: %s", exc)
 
 
 def benchmark_cases(loader: BenchmarkLoader) -> tuple[int, bool]:

@@ -6,9 +6,10 @@ a call that could not be made is an ERROR, an unsafe or invalid answer is a FAIL
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ from ..suite.prompt import compose
 from .compat import is_timeout, timeout_reason
 from .outputs import REPORT_ATTRIBUTE, writes_properties
 from .state import HelmbenchState
+
+SILENCE_SECONDS = 10.0  # the longest a slow case goes without a line on the terminal
 
 
 class HelmbenchWarning(pytest.PytestWarning):
@@ -147,6 +150,8 @@ class CaseItem(pytest.Item):
         try:
             # A prefetched call held back (the pool saw --maxfail failures first) is made here; waiting
             # for one inside this try lets a timeout (pytest-timeout) interrupt it as the case's error.
+            if self.prefetch is not None:
+                self._wait(self.prefetch, state)
             if self.prefetch is not None and not held_back(self.prefetch):
                 self.outcome = self.prefetch.result()
             else:
@@ -169,6 +174,19 @@ class CaseItem(pytest.Item):
             raise CaseError(self.outcome) from exc
         finally:
             self.prefetch = None
+
+    def _wait(self, future: Future[Outcome], state: HelmbenchState) -> None:
+        """Until the prefetched case is done: every SILENCE_SECONDS without it, one line says what
+        the case is doing and how many others finished meanwhile (pytest shows cases in collection
+        order: a slow conversation would hide the rest)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        activity = state.executor.activity
+        started = time.monotonic()
+        while not wait([future], timeout=SILENCE_SECONDS).done:
+            if reporter is not None:
+                shown = sum(len(tally.results) for tally in state.tallies.values())
+                line = activity.waiting_line(self.nodeid, self.name, time.monotonic() - started, shown)
+                reporter.write_line(for_terminal(line))
 
     def runtest(self) -> None:
         if self.outcome is not None and self.outcome.status == Status.FAILED:

@@ -130,6 +130,12 @@ OPTIONS: tuple[Option, ...] = (
         "HELMBENCH_CACHE_TTL",
     ),
     Option(
+        "prices",
+        "a price file for models /models does not price or when it cannot be fetched (offline): a saved "
+        "/models answer, or YAML `model/id: {prompt: USD per token, completion: USD per token}`",
+        "HELMBENCH_PRICES",
+    ),
+    Option(
         "max-cost",
         "USD ceiling for this session across all workers; cases past it are recorded as skipped",
         "HELMBENCH_MAX_COST",

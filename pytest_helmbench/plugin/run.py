@@ -23,7 +23,7 @@ from ..reporting.html_extras import html_extras_for
 from ..status import UNSUCCESSFUL
 from ..suite.cases import Case
 from . import gc_tuning
-from .controller import end_interrupt_on_sigterm, interrupt_on_sigterm, join_key_runs, note_items
+from .controller import end_interrupt_on_sigterm, interrupt_on_sigterm, note_items, start_runs
 from .items import CaseItem, case_items, shape_report
 from .notices import dry_run_lines, say, workers_note
 from .preflight import refuse_an_unkeepable_ceiling, refuse_misrouted_helpers
@@ -99,7 +99,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     collecting = session.config.getoption("collectonly")
     cases = [] if collecting or state.is_worker else [item.case for item in case_items(session.items)]
     try:
-        join_key_runs(state, cases)
+        start_runs(state, cases)
     except HelmbenchError as exc:
         pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     prefetch = _start_prefetch(state, session)

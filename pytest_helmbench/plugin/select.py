@@ -29,7 +29,7 @@ import pytest
 
 from ..errors import ConfigError, HelmbenchError
 from ..execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
-from ..execution.selection import codes_by_model
+from ..execution.selection import SelectedCase, codes_by_model, run_fingerprints
 from ..reporting.safe_text import for_terminal
 from ..suite.cases import parse_selectors
 from ..suite.prompt import compose
@@ -142,9 +142,11 @@ def apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest
         shard = parse_shard(state.option("shard"))
     except ValueError as exc:
         raise pytest.UsageError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
+    cases = case_items(items)
+    if state.fleet is not None:
+        note_run_selection(state, cases)
     if shard is None:
         return
-    cases = case_items(items)
     # The run every shard joins selected what they select together. An xdist worker saves it for its
     # controller, which sees only the node ids left after the split.
     unsharded = state.notes.unsharded = codes_by_model((it.case.model, it.case.code) for it in cases)
@@ -152,6 +154,27 @@ def apply_shard(state: HelmbenchState, config: pytest.Config, items: list[pytest
         state.shared.save_unsharded(unsharded)
     chosen = shard_codes([(it.case.scenario.behaviour, it.case.code) for it in cases], shard)
     keep_cases(config, items, lambda it: it.case.code in chosen)
+
+
+def note_run_selection(state: HelmbenchState, cases: list[CaseItem]) -> None:
+    """A keyed process's whole selection (before its shard), which every process of the key must
+    share (storage/fleet.py refuses one that differs); an xdist worker saves it for its controller."""
+    chosen = run_fingerprints(
+        SelectedCase(
+            it.case.model,
+            it.case.code,
+            it.case.layout,
+            it.repeat,
+            tuple(
+                part.hash if part is not None else ""
+                for part in (it.case.scenario, it.case.condition, it.case.user_context, it.case.perturbation)
+            ),
+        )
+        for it in cases
+    )
+    state.notes.run_selection = chosen
+    if state.is_worker:
+        state.shared.save_run_selection(chosen)
 
 
 def _apply_resume_plan(state: HelmbenchState, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -295,6 +318,7 @@ def _write_estimate(state: HelmbenchState, config: pytest.Config, items: list[Ca
             rejudge=settings.rejudge,
             user_model=settings.user_agent.id if settings.user_agent else None,
             pricing=state.clients.pricing,  # each model's provider prices it (local models: free)
+            price_problems=state.clients.pricing_problems,
             evaluators=state.evaluators,
         ),
     )

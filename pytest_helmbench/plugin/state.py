@@ -64,6 +64,9 @@ class SessionNotes:
     selections: dict[str, RunSelection] = field(default_factory=dict)
     unpriced: dict[str, Unpriced] = field(default_factory=dict)
     unsharded: dict[str, set[str]] = field(default_factory=dict)
+    # With --helmbench-run-key: per model, the selection every process of the key must share
+    # (execution.selection.run_fingerprints), stored with the run and checked by storage/fleet.py.
+    run_selection: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 STATE_KEY = pytest.StashKey["HelmbenchState"]()
@@ -316,14 +319,16 @@ class HelmbenchState:
         return self.resume_counts if found is None else found
 
     def run_options(self, model: str) -> dict[str, Any]:
-        """What is stored with a model's EvaluationRun: worked out once per model, not per Result."""
+        """What is stored with a model's EvaluationRun: worked out once per model, not per Result;
+        with a run key, once cases are selected, the selection its processes must share."""
         found = self._options.get(model)
         if found is None:
             found = self._options[model] = redact_data(  # no password, userinfo or key is stored
                 self.settings.recorded(self.settings.model(model))
                 | {"pytest_args": list(self.config.invocation_params.args)}
             )
-        return found
+        chosen = self.notes.run_selection.get(model)
+        return found if chosen is None else {**found, "selection": chosen}
 
     def stopped_models(self) -> dict[str, str]:
         """Models stopped by any process of this session or of its run key (never creates the folder)."""

@@ -19,7 +19,7 @@ from ..execution.outcome import Outcome
 from ..execution.selection import codes_by_model
 from ..suite.cases import Case, expand
 from .compat import DIST_EACH, collects_benchmark, dist_each
-from .controller import interrupt_on_sigterm, note_selection
+from .controller import interrupt_on_sigterm, note_selection, start_runs
 from .items import error_outcome, item_name
 from .run import prepare_run
 from .state import HelmbenchState
@@ -77,7 +77,13 @@ class XdistHooks:
         if not state.is_worker:
             # A shard's run is every shard's selection: its workers saved it before their split.
             state.notes.unsharded = state.notes.unsharded or state.shared.load_unsharded()
-            note_selection(state, codes_by_model(pairs))
+            state.notes.run_selection = state.notes.run_selection or state.shared.load_run_selection()
+            selected = codes_by_model(pairs)
+            note_selection(state, selected)
+            try:
+                start_runs(state, _first_cases(state, ids[0], set(selected)))
+            except HelmbenchError as exc:  # a keyed run this session does not fit: nothing paid yet
+                pytest.exit(f"HELMBench: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died (killed, out of memory) while running `crashitem`: xdist's report of it carries
@@ -87,6 +93,21 @@ class XdistHooks:
         if outcome is not None:
             report.helmbench = outcome.to_dict()  # type: ignore[attr-defined]
             self.state.incomplete.add(outcome.model)
+
+
+def _first_cases(state: HelmbenchState, nodeid: str, models: set[str]) -> list[Case]:
+    """The cases of the scenario `nodeid` is in, for each selected model: what the controller (which
+    collects nothing) starts the runs with, before the first call."""
+    file = (state.config.rootpath / nodeid.partition("::")[0]).resolve()
+    try:
+        return [
+            case
+            for case in expand(state.load_scenario(file), state.settings.model_ids)
+            if case.model in models
+        ]
+    except HelmbenchError as exc:  # the first Result starts the runs instead
+        log.debug("runs left to the first Result: %s", exc)
+        return []
 
 
 def crashed_outcome(state: HelmbenchState, nodeid: str, message: str) -> Outcome | None:

@@ -120,6 +120,10 @@ class ClientCache:
                     found = self._clients[key] = create()
         return found
 
+    def values(self) -> list[Any]:
+        with self._lock:
+            return list(self._clients.values())
+
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}

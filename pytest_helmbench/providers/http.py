@@ -13,9 +13,9 @@ import random
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -128,6 +128,7 @@ class ClientOptions:
     backoff: float = 1.0
     free: bool = False
     key_env: str = KEY_ENV
+    prices: Mapping[str, Pricing] = field(default_factory=dict)  # --helmbench-prices: over /models'
 
 
 class ChatClient:
@@ -181,6 +182,8 @@ class ChatClient:
         )
         self._pricing: dict[str, Pricing] | None = None
         self._pricing_lock = threading.Lock()
+        self.prices = options.prices  # --helmbench-prices: over /models'
+        self.pricing_problem: str | None = None  # why /models gave no prices (offline, an error)
 
     def close(self) -> None:
         self._http.close()
@@ -380,12 +383,19 @@ class ChatClient:
         return self._pricing.get(model)
 
     def _fetch_pricing(self) -> dict[str, Pricing]:
+        """/models' prices, under the price file's (--helmbench-prices: the user's choice)."""
+        return {**self._models_pricing(), **self.prices}
+
+    def _models_pricing(self) -> dict[str, Pricing]:
         try:
             response = self._http.get(f"{self.base_url}/models")
             entries = response.json().get("data", []) if response.status_code == 200 else []
         except (httpx.HTTPError, ValueError, AttributeError):
             log.warning("could not fetch model pricing from %s/models", redact(self.base_url))
+            self.pricing_problem = f"prices could not be fetched from {redact(self.base_url)}/models"
             return {}
+        if response.status_code != 200:
+            self.pricing_problem = f"{redact(self.base_url)}/models answered HTTP {response.status_code}"
         prices = {}
         for entry in entries if isinstance(entries, list) else []:
             try:

@@ -208,11 +208,13 @@ def extraction_answer(index: OracleIndex, request: ChatRequest) -> dict[str, Any
     graded = read_judge_messages(request.messages)
     if graded is None:
         raise CallError(f"{PREFIX}judge: the request is not a HELMBench extraction request")
+    schema = (request.response_format or {}).get("json_schema", {}).get("schema", {})
+    wanted = set(schema.get("properties") or {})
+    if reply_key(graded.answer) == reply_key(REFUSAL):  # oracle/refuse-all's reply: its own labels
+        return {k: v for k, v in refusal_answer(schema).items() if k in wanted}
     answers = index.answers.get(reply_key(graded.answer))
     if not answers:
         raise CallError(f"{PREFIX}judge: no reference answer holds this reply: {graded.answer[:80]!r}")
-    schema = (request.response_format or {}).get("json_schema", {}).get("schema", {})
-    wanted = set(schema.get("properties") or {})
     labels = {json.dumps({k: v for k, v in a.items() if k in wanted}, sort_keys=True) for a in answers}
     if len(labels) > 1:
         raise CallError(f"{PREFIX}judge: references label this reply differently: {sorted(labels)}")

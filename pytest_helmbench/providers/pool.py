@@ -92,6 +92,10 @@ class ClientPool:
     def pricing(self, model_id: str) -> Pricing | None:
         return self.provider(model_id).pricing(self.settings.model(model_id), self.context)
 
+    def pricing_problems(self) -> list[str]:
+        """Why prices are missing beyond a model's absence from /models (an endpoint unreachable)."""
+        return [p for provider in self.registry for p in getattr(provider, "pricing_problems", list)()]
+
     def prepare(self, model_ids: Iterable[str]) -> list[str]:
         """Controller, before the first call: each provider starts what its models (and the marking
         model) need. Returns what the providers have to tell the user before the first call (a

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..config import KEY_ENV, ModelConfig
 from ..redaction import Secret, redact
 from .base import ClientCache, ModelClient, Provider, ProviderContext
+from .prices import price_file
 
 if TYPE_CHECKING:
     from .chat import Pricing
@@ -56,6 +57,7 @@ class HttpProvider(Provider):
                 retries=settings.retries,
                 backoff=settings.backoff,
                 key_env=credential.env if credential else KEY_ENV,
+                prices=price_file(settings.prices_file),
             )
             key = credential.key if credential else Secret()
             return ChatClient(base_url, key, options, limiter=context.limiter, cancel=context.cancel)
@@ -84,6 +86,10 @@ class HttpProvider(Provider):
 
     def pricing(self, model: ModelConfig, context: ProviderContext) -> Pricing | None:
         return self.client(model, context).pricing(model.id)
+
+    def pricing_problems(self) -> list[str]:
+        """Why an endpoint's /models gave no prices (each said once; none when all answered)."""
+        return sorted({c.pricing_problem for c in self._clients.values() if c.pricing_problem})
 
     def endpoint(self, model: ModelConfig, client: ModelClient) -> str:
         return client.base_url

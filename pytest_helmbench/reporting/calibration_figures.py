@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..execution.calibrate import Extracted
+from ..providers.oracle import PREFIX as ORACLE_PREFIX
 from .agreement import cohen_kappa, fleiss_kappa, gwet_ac1, observed_agreement, sensitivity, specificity
 from .bootstrap import bootstrap_interval
 
@@ -122,7 +123,10 @@ def figure_text(figure: Mapping[str, Any]) -> str:
 
 
 def calibration_line(judge: str, figures: Mapping[str, Any] | None, labeller: str | None = None) -> str:
-    """`judge X: κ 0.78 [0.71-0.84] on 320 author-labelled items` (or `judge X uncalibrated`)."""
+    """`judge X: κ 0.78 [0.71-0.84] on 320 author-labelled items` (or `judge X uncalibrated`); an
+    oracle judge answers with the authors' gold verdicts themselves, so it is never told to calibrate."""
+    if not figures and judge.startswith(ORACLE_PREFIX):
+        return f"judge {judge}: rule-based, gives the authors' gold verdicts (nothing to calibrate)"
     if not figures:
         return f"judge {judge}: uncalibrated (run `helmbench calibrate --marking-model {judge}`)"
     overall = figures.get("overall", {})

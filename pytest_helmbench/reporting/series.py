@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..codes import code_sort_key
+from ..codes import code_list, code_sort_key
 from ..execution.outcome import CaseResult
 from ..execution.selection import subset_label
 from ..execution.unpriced import Unpriced
@@ -132,11 +132,11 @@ def summary_line(s: SeriesSummary) -> str:
     g = s.gate
     gate_text = f"critical gate {g.status}"
     if g.failed_cases:
-        gate_text += f" ({', '.join(g.failed_cases)})"
+        gate_text += f" ({code_list(g.failed_cases)})"
     elif g.incomplete_cases:
-        gate_text += f" ({', '.join(g.incomplete_cases)})"
+        gate_text += f" ({code_list(g.incomplete_cases)})"
     if g.unconfirmed_cases:
-        gate_text += f"; not confirmed on re-judging: {', '.join(g.unconfirmed_cases)}"
+        gate_text += f"; not confirmed on re-judging: {code_list(g.unconfirmed_cases)}"
     parts += [gate_text, f"cost {usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total)}"]
     scope = s.coverage.text() if s.coverage else s.subset
     if scope:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..codes import code_list
 from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection, subset_label
 from ..execution.unpriced import Unpriced
@@ -97,10 +98,6 @@ def _interval(low: float | None, high: float | None) -> str:
     return f"[95% CI {_pct(low)}-{_pct(high)}]"
 
 
-def _codes(codes: tuple[str, ...]) -> str:
-    return ", ".join(codes[:5]) + (" ..." if len(codes) > 5 else "")
-
-
 def _latency(latencies: list[float]) -> str:
     if not latencies:
         return ""
@@ -129,14 +126,14 @@ def model_lines(
     )
     if gates is not None and gates.n_critical:
         detail = {
-            "failed": f": {_codes(gates.failed_cases)}",
+            "failed": f": {code_list(gates.failed_cases)}",
             "incomplete": f": {len(gates.incomplete_cases)} critical case(s) errored or skipped",
             "passed": "",
         }[gates.status]
         raw, confirmed = len(gates.raw_failed_cases), len(gates.failed_cases)
         failures = f"{confirmed}" if raw == confirmed else f"{raw} raw, {confirmed} confirmed"
         if gates.unconfirmed_cases:
-            detail += f"; not confirmed on re-judging: {_codes(gates.unconfirmed_cases)}"
+            detail += f"; not confirmed on re-judging: {code_list(gates.unconfirmed_cases)}"
         yield f"    critical gate {gates.status.upper()} ({failures} critical failures){detail}"
     repeats = repeat_stats(results)
     if repeats.k_max > 1:

@@ -3,8 +3,9 @@
 The key covers the base URL, API kind, model, messages, schema, sampling parameters, provider and
 reasoning settings, any extra body fields, and the repeat index; a judge call's key covers its own
 prompt (rubric, composed prompt, answer). Changing any component therefore changes exactly the keys
-of the cases it feeds. Entries live in the results database (table `cachedresponse`): workers only
-read, the controller writes them with the Result that paid for them.
+of the cases it feeds. Entries live in the results database (table `cachedresponse`): the controller
+writes them with the Result that paid for them, except a conversation's, which the process that paid
+for each call keeps at once (ResponseCache.keep): a kill mid-conversation loses none of its turns.
 """
 
 from __future__ import annotations
@@ -77,16 +78,38 @@ class ResponseCache:
     def writable(self) -> bool:
         return self.mode in ("write", "on")
 
-    def _stored_keys(self) -> set[str]:
-        """Every key stored when this process first read the cache, read once: a cold run then
-        costs no query per case. Entries written later in the session are for other requests."""
+    def _opened(self) -> Any:
         with self._lock:
             if self._engine is None:
                 self._engine = self._engine_factory()
+            return self._engine
+
+    def _stored_keys(self) -> set[str]:
+        """Every key stored when this process first read the cache, read once: a cold run then
+        costs no query per case. Entries written later in the session are for other requests."""
+        engine = self._opened()
+        with self._lock:
             if self._keys is None:
-                with Session(self._engine) as session:
+                with Session(engine) as session:
                     self._keys = set(session.exec(select(CachedResponse.key)).all())
             return self._keys
+
+    def keep(self, entry: dict[str, Any]) -> bool:
+        """Store one fresh answer (a CacheEntry dict) now, in its own short transaction, from the
+        process that paid for it: a conversation's turns survive a kill before its Result. False when
+        it cannot be written (the Result then carries it, as every other answer)."""
+        if not self.writable:
+            return False
+        try:
+            engine = self._opened()
+            with engine.begin() as connection:
+                write_entries(connection, engine.dialect.name, [entry])
+        except SQLAlchemyError as exc:
+            log.warning(
+                "cannot cache an answer now (%s); it is stored with its result", exc.__class__.__name__
+            )
+            return False
+        return True
 
     def get(self, key: str) -> CachedResponse | None:
         if not self.readable:

@@ -8,7 +8,9 @@ naming the fix, never a traceback.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -220,6 +222,14 @@ def read_schema(engine: Engine) -> Schema:
         return schema_state(connection)
 
 
+def schema_lock_file(database: Path) -> Path:
+    """The lock file of a SQLite database's schema: in the temporary folder, named by a hash of the
+    database's resolved path (every process on the machine finds the same one), so that no
+    `helmbench.db.lock` is left in the project."""
+    digest = hashlib.sha256(str(database.resolve()).encode("utf-8")).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"helmbench-schema-{digest}.lock"
+
+
 @contextmanager
 def schema_lock(engine: Engine) -> Iterator[None]:
     """Held while the schema is created or migrated: one process at a time per database."""
@@ -227,13 +237,14 @@ def schema_lock(engine: Engine) -> Iterator[None]:
     if path is not None:
         from filelock import FileLock, Timeout
 
+        lock = schema_lock_file(path)
         try:
-            with FileLock(f"{path}.lock", timeout=SCHEMA_LOCK_SECONDS):
+            with FileLock(str(lock), timeout=SCHEMA_LOCK_SECONDS):
                 yield
         except Timeout:
             raise StorageError(
-                f"another process has held {path}.lock for {SCHEMA_LOCK_SECONDS:.0f} s while creating or "
-                "migrating the database: wait for it, or remove the file if no HELMBench process is running"
+                f"another process has held {lock} for {SCHEMA_LOCK_SECONDS:.0f} s while creating or "
+                f"migrating {path}: wait for it, or remove the lock file if no HELMBench process is running"
             ) from None
     elif engine.dialect.name == "postgresql":
         with engine.connect() as connection:

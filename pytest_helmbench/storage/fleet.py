@@ -71,18 +71,50 @@ def check_same_benchmark(run_id: int, stored: int, given: int, role: FleetRole) 
         raise _refused(run_id, role, started, fix)
 
 
+#: What every process of a key must share besides coverage.SETTINGS: the layouts its cases are sent in.
+FLEET_SETTINGS = (*SETTINGS, "layouts")
+
+
 def check_same_settings(
     run_id: int, stored: dict[str, Any] | None, given: dict[str, Any], role: FleetRole
 ) -> None:
     """A keyed run is joined (or a shard of it resumed) only with the settings that decide its answers
-    and verdicts (coverage.SETTINGS). Other options (concurrency, cache, ceilings, pytest's arguments)
-    may differ; the run keeps the first process's."""
+    and verdicts (FLEET_SETTINGS) and with its selection (check_same_selection). Other options
+    (concurrency, cache, ceilings, pytest's arguments) may differ; the run keeps the first process's."""
     theirs, ours = _plain(stored or {}), _plain(given)
-    differ = [name for name in SETTINGS if theirs.get(name) != ours.get(name)]
+    differ = [name for name in FLEET_SETTINGS if theirs.get(name) != ours.get(name)]
     if differ:
         shown = "; ".join(f"{name} {theirs.get(name)!r} there, {ours.get(name)!r} here" for name in differ)
         fix = "give every process of a key the same settings, or use another key"
         raise _refused(run_id, role, f"other settings ({shown})", fix)
+
+
+def check_same_selection(
+    run_id: int, stored: dict[str, Any] | None, given: dict[str, Any], role: FleetRole
+) -> None:
+    """A keyed run is joined only by processes that selected the same cases (before their shard) with
+    the same content (scenario, condition, user context and perturbation hashes): else shards would
+    run some cases twice and others never, or one run would mix two measurements. A side that has
+    not selected yet (a resume planned before collection, a run stored before this check) is
+    checked again once it has."""
+    theirs, ours = (stored or {}).get("selection"), given.get("selection")
+    if not theirs or not ours:
+        return
+    if theirs.get("cases_sha256") != ours.get("cases_sha256"):
+        started = (
+            f"another selection of cases ({theirs.get('items')} item(s) there, {ours.get('items')} here, "
+            "before --helmbench-shard)"
+        )
+        fix = (
+            "give every process of a key the same selection (-k, -m, --helmbench-select, "
+            "--helmbench-sample, paths, --helmbench-layout), or use another key"
+        )
+        raise _refused(run_id, role, started, fix)
+    if theirs.get("content_sha256") != ours.get("content_sha256"):
+        started = "other benchmark content (an edited scenario, rubric, persona, condition or perturbation)"
+        raise _refused(
+            run_id, role, started, "run every process of a key on the same commit, or use another key"
+        )
 
 
 def _plain(options: dict[str, Any]) -> dict[str, Any]:

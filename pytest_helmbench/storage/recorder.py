@@ -29,6 +29,7 @@ from .engine import StorageError, describe_error, has_counter_triggers, make_eng
 from .fleet import (
     FleetError,
     check_same_benchmark,
+    check_same_selection,
     check_same_settings,
     check_shard_count,
     clear_stops,
@@ -72,6 +73,7 @@ class Recorder:
         # What the session selected per model (set once collection is done): stored on each new run.
         self.selection: dict[str, RunSelection] = {}
         self._adopted: set[int] = set()  # runs continued from an earlier session: may hold older Results
+        self._resumed: set[int] = set()  # adopted runs marked running again by this session (_resume)
         self._written: set[tuple[int, str, int, str]] = set()  # (run, case, repeat, layout) this session
         self._early = EarlyResults()  # stored before their items reported them (record's `ahead`)
         self._run_rows: dict[str, RunCounters] = {}  # each model's run and its counters: no SELECT per Result
@@ -107,6 +109,7 @@ class Recorder:
         """After a failed transaction: ids and counters kept in memory may name rows rolled back."""
         self._close_connections()  # they may be unusable: the next Result opens others
         self._run_rows.clear()
+        self._resumed.clear()  # a run marked running in a rolled-back transaction is marked again
         self.content.forget()
 
     def _connection(self) -> Connection:
@@ -125,17 +128,18 @@ class Recorder:
         return self._auto
 
     def _run(self, session: Session, model: str, benchmark_id: int, options: dict[str, Any]) -> RunCounters:
-        """`model`'s run (created, or with a run key joined, on its first Result). Where no trigger
-        keeps the counters (databases other than SQLite) each Result adds to them in one UPDATE
-        (`col = col + n`: other processes of a run key may add at the same time)."""
+        """`model`'s run (created, or with a run key joined, before the first call by start_runs, else
+        on its first Result). Where no trigger keeps the counters (databases other than SQLite) each
+        Result adds to them in one UPDATE (`col = col + n`: other processes of a run key may add at
+        the same time)."""
         self._benchmark_id = benchmark_id
         known = self._run_rows.get(model)
         if known is not None:
             return known
         if model in self.runs:
             run_id = self.runs[model]
-            if self.fleet is not None and run_id in self._adopted:
-                start_shard(session.connection(), run_id, self.fleet, self.session_id)
+            if run_id in self._adopted and run_id not in self._resumed:
+                self._resume(session, run_id, options)
         else:
             llm_id = self.content.upsert(session, LLM, {"model_id": model}, {})
             selected = self.selection.get(model)
@@ -180,6 +184,7 @@ class Recorder:
             check_shard_count(run_id, stored[0], role)
             check_same_benchmark(run_id, stored[1], fields["benchmark_id"], role)
             check_same_settings(run_id, stored[2], fields["options"], role)
+            check_same_selection(run_id, stored[2], fields["options"], role)
         except FleetError:
             self.refused = True  # finish() must not try to join again
             raise
@@ -190,22 +195,29 @@ class Recorder:
         """A shard that drew no case of a model still joins its run, so the run knows this shard
         finished (else it would never be completed)."""
         if self.fleet is not None and self.fleet.shard is not None and not self.refused:
-            self.join_runs(models, options)
+            self.start_runs(models, options)
 
-    def join_runs(self, models: list[str], options: dict[str, dict[str, Any]]) -> None:
-        """With a run key, join (or start) the key's run of each model: before the first call, so a
-        process that does not fit the run (_join) is refused before it pays for anything. Needs the
-        benchmark's row (prepare_content, or a Result stored); else the first Result joins."""
-        if self.fleet is None or self._benchmark_id is None:
+    def start_runs(self, models: list[str], options: dict[str, dict[str, Any]]) -> None:
+        """Start each model's run (with a run key, join the key's run) before the first call: a
+        process that does not fit a keyed run (_join) is refused before it pays for anything, and a
+        session killed before its first Result leaves a run that --helmbench-resume continues (the
+        conversations' paid answers replayed from the cache). Needs the benchmark's row
+        (prepare_content, or a Result stored); else the first Result starts them."""
+        if self._benchmark_id is None:
             return
+        started: dict[str, int] = {}
         try:
             with Session(self.engine) as session:
                 for model in models:
-                    if model not in self.runs:
-                        self.runs[model] = self._run(session, model, self._benchmark_id, options[model]).id
+                    started[model] = self._run(session, model, self._benchmark_id, options[model]).id
                 session.commit()
         except SQLAlchemyError as exc:
+            self._resumed.clear()  # rolled back
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
+        except FleetError:
+            self._resumed.clear()
+            raise
+        self.runs.update(started)  # only once committed: a refused process finishes no run
 
     def prepare_content(self, provenances: Iterable[dict[str, Any]]) -> None:
         """The content rows of every selected case, before the first call (ContentRows.prepare).
@@ -221,20 +233,40 @@ class Recorder:
             raise StorageError(f"cannot write to {safe_url(self.db_url)}: {describe_error(exc)}") from None
 
     def adopt(self, model: str, run_id: int, options: dict[str, Any]) -> None:
-        """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one."""
+        """Continue an earlier run of `model` (resume / retry errors) instead of starting a new one.
+
+        Only checked here (before collection); the run is marked running again when the session starts
+        its runs (_resume), so a process refused once its cases are selected leaves it untouched."""
         with Session(self.engine) as session:
             run = session.get(EvaluationRun, run_id)
             if run is None:
                 raise StorageError(f"run {run_id} does not exist")
             if self.fleet is not None:  # other shards' Results stay: this one must answer as they did
                 check_same_settings(run_id, run.options, options, self.fleet)
-            run.status = RunStatus.RUNNING
-            run.finished_at = None
-            run.options = {**options, "resumed_in_session": self.session_id}
-            session.add(run)
-            session.commit()
         self.runs[model] = run_id
         self._adopted.add(run_id)
+
+    def _resume(self, session: Session, run_id: int, options: dict[str, Any]) -> None:
+        """An adopted run, before this session's first call or Result: with a run key, the selection
+        checked against the run's (check_same_selection), then marked running with this session's
+        options (keeping the selection the run was started with), and this shard running."""
+        run = session.get(EvaluationRun, run_id)
+        if run is None:
+            raise StorageError(f"run {run_id} does not exist")
+        if self.fleet is not None:
+            try:
+                check_same_selection(run_id, run.options, options, self.fleet)
+            except FleetError:
+                self.refused = True
+                raise
+            start_shard(session.connection(), run_id, self.fleet, self.session_id)
+        kept = {"selection": run.options["selection"]} if run.options and "selection" in run.options else {}
+        run.status = RunStatus.RUNNING
+        run.finished_at = None
+        run.options = {**options, **kept, "resumed_in_session": self.session_id}
+        session.add(run)
+        session.flush()
+        self._resumed.add(run_id)
 
     def lift_stops(self, models: list[str]) -> None:
         """A resume with a run key starts these models again in every process of the key."""
@@ -328,8 +360,8 @@ class Recorder:
         """The Result rows, their runs' counters and the fresh cache entries, in the caller's transaction."""
         # Core inserts: the ORM unit of work cost more than the rest of a case's bookkeeping.
         db.execute(INSERT_RESULT, [result_values(outcome, run.id, ids) for outcome, run, ids in rows])
-        if not self._counted_by_triggers:
-            for run_id, added in summed_deltas((run.id, outcome) for outcome, run, _ in rows).items():
+        if not self._counted_by_triggers:  # in run id order: shards of a key lock shared runs alike
+            for run_id, added in sorted(summed_deltas((run.id, outcome) for outcome, run, _ in rows).items()):
                 db.execute(ADD_COUNTERS, {"run_id": run_id, **added})
         for outcome, _, _ in rows:
             self._pending_cache.extend(outcome.cache_writes)
@@ -374,7 +406,10 @@ class Recorder:
     def finish(self, statuses: dict[str, RunStatus], *, write_cache: bool = True) -> None:
         """Close this session's runs: completed, or interrupted (Ctrl-C, -x, a stopped model, a result
         that could not be stored); write the cache entries still pending unless told not to (after a
-        storage failure, when only the statuses may still fit). A failure is a StorageError."""
+        storage failure, when only the statuses may still fit). A failure is a StorageError. A
+        process refused by its key's run (FleetError) changes no run: it paid for nothing."""
+        if self.refused:
+            return
         try:
             with Session(self.engine) as session:
                 if write_cache:

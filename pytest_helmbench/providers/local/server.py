@@ -110,6 +110,7 @@ class LocalServer:
         startup_timeout: float = 180.0,
         alias: str | None = None,
         repeat_penalty: float = 1.1,
+        port: int = 0,
     ) -> None:
         self.weights = Path(weights)
         self.log_path = Path(log_path)
@@ -119,6 +120,7 @@ class LocalServer:
         self.startup_timeout = startup_timeout
         self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
         self.repeat_penalty = repeat_penalty
+        self.port = port  # 0: a free port (a run's server); `helmbench local-server` may fix one
         self.base_url: str | None = None
         # This session's key: the server answers no other local user's calls (passed to the child in
         # its environment, never on its command line, which every user can read).
@@ -177,14 +179,15 @@ class LocalServer:
 
     def _start_line(self, stamp: str) -> str:
         return (
-            f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, port=auto (127.0.0.1), "
+            f"\n=== {stamp} helmbench: starting local server, weights={self.weights}, "
+            f"port={self.port or 'auto'} (127.0.0.1), "
             f"ctx_size={self.ctx_size}, parallel={self.parallel}, threads={self.threads or 'auto'}, "
             f"repeat_penalty={self.repeat_penalty}\n"
         )
 
     def _command(self) -> list[str]:
         command = [sys.executable, "-m", "pytest_helmbench.providers.local.server", "serve",
-                   "--weights", str(self.weights), "--port", "0", "--log", str(self.log_path),
+                   "--weights", str(self.weights), "--port", str(self.port), "--log", str(self.log_path),
                    "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel),
                    "--alias", self.alias, "--repeat-penalty", str(self.repeat_penalty)]  # fmt: skip
         if self.threads:
