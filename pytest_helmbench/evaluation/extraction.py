@@ -110,6 +110,16 @@ def extraction_messages(
     return JudgeMessages(system, conversation, reply)
 
 
+def nothing_to_extract(scenario: Scenario) -> bool:
+    """The scenario's schema is the reply alone (`response`): the answer is the reply, no call needed."""
+    return set(scenario.schema.get("properties") or {}) == {RESPONSE_FIELD}
+
+
+def reply_alone(reply: str) -> Extraction:
+    """The answer of a scenario whose schema is `response` alone: the reply, extracted by nobody."""
+    return Extraction("", {}, {RESPONSE_FIELD: reply}, "", None, None, None)
+
+
 def read_extraction(scenario: Scenario, reply: str, response: ChatResponse, model: str) -> Extraction:
     """The extractor's answer, checked against the schema; `response` is the reply verbatim."""
     if response.refusal or response.finish_reason == "content_filter":

@@ -11,8 +11,9 @@ critical cases that fail on judge verdicts alone, so it is shown apart, as the m
 (every such case failing). A simulated conversation is counted at its turn limit (the user agent may
 end it sooner): each later request carries the earlier replies (~250 tokens each) and user turns
 (~60 tokens each), and each later user turn is one call of the user model. In the deployed layout
-each reply also costs one extraction call of the first marking model. Extractions and simulated
-user turns are counted with the judge calls ("helper calls").
+each reply also costs one extraction call of the first marking model (none for a schema of
+`response` alone). Extractions and simulated user turns are counted with the judge calls ("helper
+calls").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..evaluation.builtin import builtin_registry
+from ..evaluation.extraction import nothing_to_extract
 from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_messages, judge_schema
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import Pricing
@@ -116,7 +118,8 @@ def estimate(
             est.prompt_tokens += prompt_tokens
             est.completion_tokens += completion
             est.usd = _add_cost(est.usd, settings.pricing(case.model), prompt_tokens, completion)
-            _add_helpers(est, prompt, prompt_tokens, settings, simulated_turn=reply > 0)
+            extracts = prompt.response_format is None and not nothing_to_extract(case.scenario)
+            _add_helpers(est, prompt_tokens, settings, extracts=extracts, simulated_turn=reply > 0)
             for criteria in _judged_rubrics(case, registry) if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
                 _add_judges(est, judge_tokens, settings, rejudges=case.scenario.critical)
@@ -125,19 +128,18 @@ def estimate(
 
 def _add_helpers(
     est: ModelEstimate,
-    prompt: ComposedPrompt,
     prompt_tokens: int,
     settings: EstimateSettings,
     *,
+    extracts: bool,
     simulated_turn: bool,
 ) -> None:
-    """One reply's extraction (deployed layout) and the user turn before it (simulated, after the first)."""
+    """One reply's extraction (deployed layout, unless the schema is the reply alone) and the user
+    turn before it (simulated, after the first)."""
     completion = min(JUDGE_ANSWER_TOKENS, settings.max_tokens)
     judges = settings.judges
     user_model = settings.user_model if simulated_turn else None
-    helpers = ([judges[0]] if prompt.response_format is None and judges else []) + (
-        [user_model] if user_model else []
-    )
+    helpers = ([judges[0]] if extracts and judges else []) + ([user_model] if user_model else [])
     for helper in helpers:
         est.judge_calls += 1
         est.judge_prompt_tokens += prompt_tokens

@@ -19,7 +19,7 @@ from ..codes import DEPLOYED
 from ..config import Settings
 from ..errors import HelmbenchError
 from ..evaluation.builtin import builtin_registry
-from ..evaluation.extraction import ExtractionError
+from ..evaluation.extraction import ExtractionError, nothing_to_extract, reply_alone
 from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
@@ -300,12 +300,15 @@ class Executor:
                 return JudgedReply(
                     index, response, ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
                 )
-            try:
-                self._step(talk, log, "extracting the reply's labels")
-                extraction = helpers.extract(case.scenario, self.info, conversation, reply, log)
-            except ExtractionError as exc:
-                raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
-            graded = extraction.response(response)
+            if nothing_to_extract(case.scenario):  # the schema is the reply alone: no call
+                graded = reply_alone(reply).response(response)
+            else:
+                try:
+                    self._step(talk, log, "extracting the reply's labels")
+                    extraction = helpers.extract(case.scenario, self.info, conversation, reply, log)
+                except ExtractionError as exc:
+                    raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
+                graded = extraction.response(response)
         self._step(talk, log, "checks and judge calls")
         verdict = evaluate_case(
             self.evaluators,

@@ -63,7 +63,7 @@ def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> Ben
     """Parse benchmark.yml; a missing file gives an empty description."""
     files = files or BenchmarkFiles(path.parent)
     if not files.is_file(path):
-        return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"))
+        return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"), present=False)
     data = load_yaml(files.read_text(path), path) or {}
     if not isinstance(data, dict):
         raise BenchmarkError(

@@ -21,7 +21,7 @@ from typing import Any
 from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .cases import expand
-from .evaluation_spec import RUBRIC_FILE
+from .evaluation_spec import valid_rubric
 from .files import BenchmarkFiles
 from .gold import Gold, check_gold, normalise_gold
 from .markdown import load_yaml
@@ -162,7 +162,7 @@ def _item(data: Any, index: int, scenario: str, labeller: str, path: Path) -> Ca
             fix=f"e.g. case: {scenario}-C2-PT1 (the case whose prompt the reply answers)",
         )
     rubric = data["rubric"]
-    if not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric):
+    if not valid_rubric(rubric):
         raise BenchmarkError(
             path, f"{where}: rubric {rubric!r} is not a rubric file name", fix="e.g. criteria.md"
         )

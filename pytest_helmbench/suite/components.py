@@ -14,6 +14,7 @@ from ..codes import code_sort_key
 from ..errors import BenchmarkError
 from .conversation import read_dialogue
 from .files import BenchmarkFiles
+from .keys import KEYS_BY_KIND, check_keys
 from .markdown import RawComponent, split_consolidated, split_frontmatter, to_xml
 from .model import PERTURBATION, Component, Kind, content_hash
 
@@ -30,6 +31,27 @@ def _severity(meta: dict[str, Any], path: Path, line: int | None, code: str) -> 
     return value
 
 
+def _text(kind: Kind, raw: RawComponent, path: Path) -> str:
+    """The component's prompt text: its H2 sections as tagged blocks, or with `wrap: false` (a
+    condition or user context) its body exactly as written, headings included, for a system prompt
+    that must reach the model verbatim (a deployed product's own)."""
+    wrap = raw.meta.get("wrap", True)
+    if not isinstance(wrap, bool):
+        raise BenchmarkError(
+            path, f"{raw.code}: wrap {wrap!r} is not true or false", line=raw.line, fix="wrap: false"
+        )
+    if wrap:
+        return to_xml(raw.body)
+    if kind is PERTURBATION:
+        raise BenchmarkError(
+            path,
+            f"{raw.code}: wrap: false applies to conditions and user contexts (their system prompt text)",
+            line=raw.line,
+            fix="remove wrap from the perturbation",
+        )
+    return raw.body.strip()
+
+
 def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     """Validate one raw component and compose its prompt text."""
     severity = _severity(raw.meta, path, raw.line, raw.code)
@@ -37,7 +59,8 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     dialogue = None
     if kind is PERTURBATION:
         dialogue = read_dialogue(raw.meta, raw.body, path, raw.body_line, raw.code)
-    text = dialogue.seed_text if dialogue is not None else to_xml(raw.body)
+    text = dialogue.seed_text if dialogue is not None else _text(kind, raw, path)
+    check_keys(raw.meta, KEYS_BY_KIND[kind.name], path, raw.key_lines, f"{raw.code}: ")
     meta_hashed = {k: v for k, v in raw.meta.items() if k != "title"}
     # A conversation's hash covers every turn and the persona (its `text` is the first message only).
     extra = () if dialogue is None else (repr(dialogue),)
@@ -65,7 +88,7 @@ def parse_individual(kind: Kind, path: Path, files: BenchmarkFiles | None = None
     doc = split_frontmatter((files or BenchmarkFiles(path.parent)).read_text(path), path)
     if not doc.body.strip():
         raise BenchmarkError(path, "the component file is empty", fix="write its content, or delete the file")
-    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1, doc.body_line)
+    raw = RawComponent(path.stem, "", doc.meta, doc.body, 1, doc.body_line, doc.key_lines)
     return make_component(kind, raw, path)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -112,6 +112,13 @@ def parse_evaluation(
 
 
 RUBRIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.md$")
+#: A rubric shared by scenarios: a path from the benchmark root (`/rubrics/red-flags.md`); every
+#: segment starts with a letter or digit, so no `.` or `..` segment can climb out.
+SHARED_RUBRIC = re.compile(r"^/(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/){0,4}[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.md$")
+RUBRIC_FIX = (
+    "a .md file name in the scenario folder (criteria: reply-criteria.md), or a path from the "
+    "benchmark root for a rubric shared by several scenarios (criteria: /rubrics/red-flags.md)"
+)
 CHECK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -122,7 +129,34 @@ class ParsedCheck:
     name: str
     spec: EvaluationSpec
     needs: TypeNeeds
-    rubric: str | None  # a file name in the scenario folder, for types that need a rubric
+    rubric: str | None  # a file beside the scenario or shared from the root (rubric_path), if needed
+
+
+def valid_rubric(value: Any) -> bool:
+    """A rubric named in a scenario: a file beside it, or a shared one from the benchmark root."""
+    return isinstance(value, str) and bool(RUBRIC_FILE.match(value) or SHARED_RUBRIC.match(value))
+
+
+def shared(criteria: Any, name: str) -> Any:
+    """A rubric read from `name`, named as the scenario named it when it is shared from the root."""
+    return replace(criteria, shared_as=name) if criteria is not None and name.startswith("/") else criteria
+
+
+def rubric_path(name: str, folder: Path, root: Path) -> Path:
+    """Where a rubric named in a scenario lives (read through the benchmark's confined reader)."""
+    return root / name[1:] if name.startswith("/") else folder / name
+
+
+def evaluation_rubric(meta: dict[str, Any], path: Path) -> str:
+    """The rubric the scenario's `evaluation:` is judged by: its `criteria:` (beside the scenario or
+    shared from the root), else criteria.md beside it."""
+    raw = meta.get("evaluation")
+    rubric = raw.get("criteria", "criteria.md") if isinstance(raw, dict) else "criteria.md"
+    if not valid_rubric(rubric):
+        raise BenchmarkError(
+            path, f"evaluation: criteria {rubric!r} is not a rubric path", fix=f"use {RUBRIC_FIX}"
+        )
+    return str(rubric)
 
 
 def parse_checks(
@@ -161,13 +195,13 @@ def parse_checks(
             )
         needs = types.needs(kind)
         rubric = item.get("criteria", "criteria.md" if needs.criteria else None)
-        if rubric is not None and (not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric)):
+        if rubric is not None and not valid_rubric(rubric):
             raise BenchmarkError(
                 path,
-                f"checks item {index}: criteria {rubric!r} must be a .md file name in the scenario folder",
-                fix="e.g. criteria: reply-criteria.md (no folders, no links out of the scenario)",
+                f"checks item {index}: criteria {rubric!r} is not a rubric path",
+                fix=f"use {RUBRIC_FIX}",
             )
-        default_name = rubric.removesuffix(".md") if rubric else str(kind)
+        default_name = rubric.rsplit("/", 1)[-1].removesuffix(".md") if rubric else str(kind)
         name = item.get("name", default_name)
         if not isinstance(name, str) or not CHECK_NAME.match(name):
             raise BenchmarkError(

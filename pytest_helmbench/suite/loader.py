@@ -16,8 +16,18 @@ from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .benchmark_yml import parse_benchmark_info
 from .components import load_components
-from .evaluation_spec import EvaluationSpec, EvaluationTypes, LineOf, parse_checks, parse_evaluation
+from .evaluation_spec import (
+    EvaluationSpec,
+    EvaluationTypes,
+    LineOf,
+    evaluation_rubric,
+    parse_checks,
+    parse_evaluation,
+    rubric_path,
+    shared,
+)
 from .files import DEFAULT_MAX_FILE_SIZE, BenchmarkFiles
+from .keys import SCENARIO_KEYS, check_keys
 from .markdown import split_frontmatter, to_xml
 from .model import (
     CONDITION,
@@ -253,17 +263,29 @@ class BenchmarkLoader:
                 fix="write the scenario's text below the frontmatter",
             )
         meta = doc.meta
+        check_keys(meta, SCENARIO_KEYS, md_path, doc.key_lines)
         code = folder.name
         pillar = f"P{match.group(1)}"
         behaviour = f"{pillar}-B{match.group(2)}"
         response_format = parse_response_format(folder / f"S{number}.json", self.files)
         evaluation, needs = parse_evaluation(meta, md_path, response_format, self.evaluation_types, line_of)
-        criteria = parse_criteria(folder / "criteria.md", self.files) if needs.criteria else None
+        rubric = evaluation_rubric(meta, md_path) if needs.criteria else None
+        criteria = (
+            shared(parse_criteria(rubric_path(rubric, folder, self.root), self.files), rubric)
+            if rubric
+            else None
+        )
         if needs.criteria and criteria is None:
+            where = (
+                f"the shared rubric {rubric}"
+                if rubric and rubric.startswith("/")
+                else f"a {rubric} beside it"
+            )
             raise BenchmarkError(
                 md_path,
-                f"evaluation type {evaluation.type!r} needs a criteria.md beside it",
-                fix="add criteria.md with options, pass_values, response_field, response_type and the rubric",
+                f"evaluation type {evaluation.type!r} needs {where}, which is not there",
+                fix="add the rubric (options, pass_values, response_field, response_type and the text), "
+                "or correct 'criteria:'",
             )
         checks = self._checks(md_path, meta, response_format, evaluation, criteria, line_of)
         conditions = self._components_for(CONDITION, folder, meta, md_path, "conditions")
@@ -289,6 +311,7 @@ class BenchmarkLoader:
                 "scenario has no perturbation",
                 fix="add perturbations.md (or perturbations/PT1.md) to the scenario folder",
             )
+        _check_styles(perturbations, info.styles)
         risk, critical, refusal = _flags(meta, md_path)
         info.pillar(pillar, self.warnings)
         info.behaviour(behaviour, self.warnings)
@@ -338,12 +361,32 @@ class BenchmarkLoader:
                 )
             rubric = None
             if parsed.rubric is not None:
-                rubric = parse_criteria(folder / parsed.rubric, self.files)
+                read = parse_criteria(rubric_path(parsed.rubric, folder, self.root), self.files)
+                rubric = shared(read, parsed.rubric)
                 if rubric is None:
+                    from_root = parsed.rubric.startswith("/")
+                    where = "under the benchmark root" if from_root else "in the folder"
+                    place = "under the benchmark root" if from_root else f"beside {md_path.name}"
                     raise BenchmarkError(
                         md_path,
-                        f"check {parsed.name!r} names the rubric {parsed.rubric}, which is not in the folder",
-                        fix=f"add {parsed.rubric} beside {md_path.name}, or correct 'criteria:'",
+                        f"check {parsed.name!r} names the rubric {parsed.rubric}, which is not {where}",
+                        fix=f"add {parsed.rubric.lstrip('/')} {place}, or correct 'criteria:'",
                     )
             found.append(Check(parsed.name, parsed.spec, rubric))
         return tuple(found)
+
+
+def _check_styles(perturbations: list[Component], styles: dict[str, str]) -> None:
+    """When benchmark.yml declares its styles, each perturbation's `style` is one of them: the figures
+    by style would otherwise hold a style nobody defined (a typo makes a style of its own)."""
+    if not styles:
+        return
+    for perturbation in perturbations:
+        style = perturbation.style
+        if style is not None and style not in styles:
+            raise BenchmarkError(
+                perturbation.source,
+                f"{perturbation.code}: style {style!r} is not one of the styles benchmark.yml declares",
+                line=perturbation.line,
+                fix=f"use one of {', '.join(styles)}, or add {style} to styles: in benchmark.yml",
+            )

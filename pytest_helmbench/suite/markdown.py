@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class MarkdownDoc:
     meta: dict[str, Any]
     body: str
     body_line: int  # 1-based line number where the body starts in the file
+    key_lines: dict[str, int] = field(default_factory=dict)  # each top-level metadata key's line
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class RawComponent:
     body: str
     line: int  # line of the H1 heading
     body_line: int = 0  # line where the body starts (0: unknown)
+    key_lines: dict[str, int] = field(default_factory=dict)  # each metadata key's line in the file
 
 
 def normalize(text: str) -> str:
@@ -250,6 +252,9 @@ def split_frontmatter(text: str, path: Path) -> MarkdownDoc:
     return _split_block(text, path, 1, "frontmatter")
 
 
+_TOP_LEVEL_KEY = re.compile(r"^([^\s#:'\"-][^:]*?|'[^']*'|\"[^\"]*\")\s*:(?:\s|$)")
+
+
 def _split_block(text: str, path: Path, first_line: int, what: str) -> MarkdownDoc:
     """Split a `---` block opening `text` (which starts at `first_line` of the file) from what follows."""
     if not _HANDLER.detect(text):
@@ -267,7 +272,12 @@ def _split_block(text: str, path: Path, first_line: int, what: str) -> MarkdownD
     # its last line break is dropped so an error at the end of the YAML names the YAML's last line.
     meta = _yaml_mapping(fm.removesuffix("\n"), path, first_line)
     body_line = first_line + text.count("\n", 0, len(text) - len(content)) + 1
-    return MarkdownDoc(meta, content[1:] if content.startswith("\n") else content, body_line)
+    lines = {}
+    for offset, line in enumerate(fm.split("\n")):
+        key = _TOP_LEVEL_KEY.match(line)
+        if key is not None:
+            lines.setdefault(key.group(1).strip("'\""), first_line + offset)
+    return MarkdownDoc(meta, content[1:] if content.startswith("\n") else content, body_line, lines)
 
 
 def _is_fence(line: str, fence: str | None) -> tuple[bool, str | None]:
@@ -325,21 +335,22 @@ def split_consolidated(text: str, path: Path, prefix: str) -> list[RawComponent]
     components = []
     for number, (start, code, title) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
-        meta, body, body_line = _metadata_block(lines[start + 1 : end], path, start + 2)
-        components.append(RawComponent(code, title, meta, body, start + 1, body_line))
+        doc = _metadata_block(lines[start + 1 : end], path, start + 2)
+        components.append(
+            RawComponent(code, title, doc.meta, doc.body, start + 1, doc.body_line, doc.key_lines)
+        )
     return components
 
 
-def _metadata_block(lines: list[str], path: Path, first_line: int) -> tuple[dict[str, Any], str, int]:
-    """Read an optional `---` YAML block that follows an H1 after blank lines only: (metadata, body,
-    the body's first line in the file)."""
+def _metadata_block(lines: list[str], path: Path, first_line: int) -> MarkdownDoc:
+    """Read an optional `---` YAML block that follows an H1 after blank lines only: its metadata, the
+    body and the lines of both in the file."""
     index = 0
     while index < len(lines) and not lines[index].strip():
         index += 1
     if index == len(lines) or lines[index].rstrip() != "---":
-        return {}, "\n".join(lines), first_line
-    doc = _split_block("\n".join(lines[index:]), path, first_line + index, "metadata block")
-    return doc.meta, doc.body, doc.body_line
+        return MarkdownDoc({}, "\n".join(lines), first_line)
+    return _split_block("\n".join(lines[index:]), path, first_line + index, "metadata block")
 
 
 def heading_tag(heading: str) -> str:

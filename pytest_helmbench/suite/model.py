@@ -103,6 +103,7 @@ class Criteria:
     hash: str
     checks: tuple[RubricCheck, ...] = ()
     min_satisfied: int | None = None  # None: rule "all"
+    shared_as: str | None = None  # a shared rubric: its path from the benchmark root, `/rubrics/x.md`
 
     @property
     def atomic(self) -> bool:
@@ -110,8 +111,9 @@ class Criteria:
 
     @property
     def name(self) -> str:
-        """The rubric's file name: how references and calibration items name it."""
-        return self.path.name
+        """How scenarios, references and calibration items name the rubric: its file name beside
+        the scenario, or a shared rubric's path from the benchmark root."""
+        return self.shared_as or self.path.name
 
     def answers_pass(self, answers: dict[str, str]) -> bool:
         """The rule applied to one answer per check (a missing answer is not satisfied)."""
@@ -194,18 +196,20 @@ class BenchmarkInfo:
     behaviours: dict[str, BehaviourInfo]
     hash: str
     changelog: dict[str, tuple[str, ...]] = field(default_factory=dict)  # version -> what changed
+    present: bool = True  # False: there is no benchmark.yml (every description falls back, unsaid)
 
     def pillar(self, code: str, warn: list[str] | None = None) -> PillarInfo:
-        """The pillar's description, falling back to its code (with a warning) when undescribed."""
+        """The pillar's description, falling back to its code (with a warning when benchmark.yml exists
+        and does not describe it) when undescribed."""
         if code not in self.pillars:
-            if warn is not None:
+            if warn is not None and self.present:
                 warn.append(f"benchmark.yml describes no pillar {code}: its name falls back to the code")
             return PillarInfo(code, code, "")
         return self.pillars[code]
 
     def behaviour(self, code: str, warn: list[str] | None = None) -> BehaviourInfo:
         if code not in self.behaviours:
-            if warn is not None:
+            if warn is not None and self.present:
                 warn.append(f"benchmark.yml describes no behaviour {code}: its title falls back to the code")
             return BehaviourInfo(code, code, "", "")
         return self.behaviours[code]

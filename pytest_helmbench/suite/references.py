@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchmarkError
-from .evaluation_spec import RUBRIC_FILE
+from .evaluation_spec import valid_rubric
 from .files import BenchmarkFiles
 from .gold import Gold, normalise_gold
 from .markdown import load_yaml
@@ -308,7 +308,7 @@ def _verdicts(data: Any, kind: str, path: Path) -> dict[str, Gold]:
         )
     found: dict[str, Gold] = {}
     for rubric, gold in data.items():
-        if not isinstance(rubric, str) or not RUBRIC_FILE.match(rubric):
+        if not valid_rubric(rubric):
             raise BenchmarkError(
                 path,
                 f"{kind}: verdicts key {rubric!r} is not a rubric file name",
