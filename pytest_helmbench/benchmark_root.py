@@ -86,9 +86,46 @@ def asked_for(config: pytest.Config) -> bool:
 
 
 def session_benchmark(config: pytest.Config, base_dir: Path) -> BenchmarkRoot:
-    """The session's benchmark, resolved once (ini `helmbench_root` is "" when unset)."""
+    """The session's benchmark, resolved once (ini `helmbench_root` is "" when unset): a benchmark tree
+    given on the command line (given_tree), else the rule of resolve_root."""
     found = config.stash.get(BENCHMARK_KEY, None)
     if found is None:
         ini = str(config.getini("helmbench_root") or "")
-        found = config.stash[BENCHMARK_KEY] = resolve_root(base_dir, ini, explicit=asked_for(config))
+        tree = given_tree(config, (base_dir / ini.strip()).resolve() if ini.strip() else None)
+        if tree is not None:
+            found = BenchmarkRoot(tree, installed=tree == installed_benchmark())
+        else:
+            found = resolve_root(base_dir, ini, explicit=asked_for(config))
+        config.stash[BENCHMARK_KEY] = found
     return found
+
+
+def tree_of(path: Path) -> Path | None:
+    """The benchmark tree a command-line path names: a folder holding `scenarios/`, or the folder
+    above the `scenarios/` a path lies in; None for any other path (a test file, a project folder)."""
+    if path.is_dir() and (path / "scenarios").is_dir():
+        return path
+    for folder in path.parents:
+        if folder.name == "scenarios" and folder.is_dir():
+            return folder.parent
+    return None
+
+
+def given_tree(config: pytest.Config, ini_root: Path | None) -> Path | None:
+    """The one benchmark tree the command line's paths name (None: they name none). Two trees are a
+    usage error (a session runs one benchmark), and so is a tree other than ini `helmbench_root`'s,
+    with the option that runs it."""
+    trees = sorted({tree for path in arg_paths(config) if (tree := tree_of(path)) is not None})
+    if len(trees) > 1:
+        raise pytest.UsageError(
+            f"HELMBench: the paths name {len(trees)} benchmark trees ({', '.join(map(str, trees))}); "
+            "a session runs one benchmark: run each in its own session"
+        )
+    if not trees:
+        return None
+    if ini_root is not None and trees[0] != ini_root:
+        raise pytest.UsageError(
+            f"HELMBench: {trees[0]} is another benchmark tree than ini helmbench_root ({ini_root}): "
+            f"run it with `-o helmbench_root={trees[0]}`, or give paths inside {ini_root}"
+        )
+    return trees[0]

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_helmbench.execution.sheet import ReplySheet
 from pytest_helmbench.reporting.analytics import (
-    SCORING_VERSION,
+    PASS_SCORE_VERSION,
     CaseResult,
     case_points,
     case_weight,
@@ -30,6 +31,7 @@ from pytest_helmbench.reporting.analytics import (
 )
 from pytest_helmbench.reporting.attribution import FactorEffect, attribution, scenario_baselines
 from pytest_helmbench.reporting.bootstrap import cluster_ratio_intervals, percentile_interval
+from pytest_helmbench.reporting.harm_care import harm_care
 from pytest_helmbench.reporting.intervals import newcombe_paired_interval, wilson_interval
 from pytest_helmbench.reporting.terminal import model_lines
 from pytest_helmbench.reporting.verdict import exit_decision
@@ -80,7 +82,7 @@ README_EXAMPLE = [
 
 def test_readme_worked_example() -> None:
     summary = score(README_EXAMPLE)
-    assert SCORING_VERSION == 2
+    assert PASS_SCORE_VERSION == 2  # scoring version 3 (harm_care.py) made it the v2 pass score
     assert summary.score == pytest.approx(400 / 9)  # 100 * 1.5 / 3.375 = 44.44
     assert summary.points_possible == 3.375
     assert summary.points_lost == 1.875
@@ -333,11 +335,18 @@ def test_terminal_and_report_lines_show_the_score_interval_and_raw_and_confirmed
         cached=0,
         latencies=[],
     )
-    summary = score(results)
+    results = [replace(r, sheet=ReplySheet(r.status == "failed", (), 1, 2)) for r in results]
+    tally.results = results
+    figures = harm_care(results)
     lines = list(model_lines("m", tally))
+    harm, care = figures.harm_rate, figures.care_score
+    assert harm is not None and care is not None and harm.ci_low is not None and care.ci_low is not None
     assert (
-        f"score {summary.score:.1f}/100 [95% CI {summary.score_low:.1f}-{summary.score_high:.1f}]" in lines[0]
-    )
+        f"    harm {100 * harm.value:.1f}% [95% CI {100 * harm.ci_low:.1f}%-{100 * harm.ci_high:.1f}%] | "
+        f"care 50.0/100 [95% CI {care.ci_low:.1f}-{care.ci_high:.1f}] | critical harm 100.0% | "
+        "over-escalation n/a | perfect replies 80.0%"
+    ) in lines[0].splitlines()
+    assert "    4 passed, 2 failed, 0 errors, 0 skipped" in lines[0].splitlines()
     assert lines[1] == (
         "    critical gate FAILED (2 raw, 1 confirmed critical failures): P1-B2-S1-C1-PT1; "
         "not confirmed on re-judging: P1-B2-S1-C1-PT2"
@@ -361,9 +370,19 @@ def test_report_tables_show_the_score_interval_and_both_failure_lists() -> None:
         case("P1-B2-S1-C1-PT1", "failed", critical=True, failure_confirmed=True),
         case("P1-B2-S1-C1-PT2", "failed", critical=True, failure_confirmed=False),
     ]
-    sc = score(results)
-    summary = SeriesSummary("m", "m", (1,), sc, repeat_stats(results), gate(results)["m"], 0.0, 0.0, 0, 0)
+    results = [replace(r, sheet=ReplySheet(r.status == "failed", (), 3, 4)) for r in results]
+    sc, figures = score(results), harm_care(results)
+    summary = SeriesSummary(
+        "m", "m", (1,), figures, "seed", sc, repeat_stats(results), gate(results)["m"], 0.0, 0.0, 0, 0
+    )
     table = summary_table([summary])
+    harm = figures.harm_rate
+    assert harm is not None and harm.ci_low is not None and harm.ci_high is not None
+    assert (
+        f'{100 * harm.value:.1f}% <span class="ci">[{100 * harm.ci_low:.1f}&ndash;{100 * harm.ci_high:.1f}%]'
+        in table
+    )
+    assert '<td class="num care_score">75.0' in table
     assert f'{sc.score:.1f} <span class="ci">[{sc.score_low:.1f}&ndash;{sc.score_high:.1f}]</span>' in table
     assert f"[{100 * sc.pass_rate_low:.1f}&ndash;{100 * sc.pass_rate_high:.1f}%]" in table  # type: ignore[operator]
     gates = gates_table([summary], {})

@@ -54,6 +54,10 @@ DOCUMENTED_COLUMNS = (
     "layout",
     "turns",
     "first_failing_turn",
+    "harm",
+    "care_earned",
+    "care_possible",
+    "scenario_weight",
     "prompt_hash",
     "created_at",
 )

@@ -281,3 +281,25 @@ def test_a_schema_of_the_reply_alone_costs_no_extraction_call(pytester, helm_env
     judged = [r for r in helm_env.chat_requests if r.model == JUDGE]
     assert len(judged) == 1, [r.body["messages"][0]["content"][:80] for r in judged]  # the verdict only
     assert judged[0].body["response_format"]["json_schema"]["schema"]["required"] == ["rationale", "verdict"]
+
+
+def test_a_benchmark_tree_given_on_the_command_line_is_the_one_that_runs(pytester, helm_env):
+    """#26.8: `pytest path/to/tree` runs that tree (it said the paths 'hold no scenario of
+    …/benchmark'); two trees are a usage error; a tree other than ini helmbench_root names the option."""
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark")
+    write_benchmark(pytester.path / "ported" / "tree", scenarios=("P1-B1-S1", "P1-B1-S2"))
+    helm_env.add_rule(reply=Reply.ok(GOOD))
+    ran = pytester.runpytest("ported/tree", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1")
+    ran.assert_outcomes(passed=2)
+    assert f"helmbench: the project's benchmark ({pytester.path / 'ported' / 'tree'})" in ran.stdout.str()
+    inside = pytester.runpytest(
+        "ported/tree/scenarios/P1-B1-S2", "-p", "no:randomly", "--helmbench-select=C1-U0-PT1"
+    )
+    inside.assert_outcomes(passed=1)
+    both = pytester.runpytest("ported/tree", "benchmark", "-p", "no:randomly")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    assert "the paths name 2 benchmark trees" in both.stderr.str()
+    other = pytester.runpytest("ported/tree", "-p", "no:randomly", "-o", "helmbench_root=benchmark")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"run it with `-o helmbench_root={pytester.path / 'ported' / 'tree'}`" in other.stderr.str()

@@ -75,12 +75,13 @@ def bench(pytester: pytest.Pytester) -> Path:
     pytester.makeini("[pytest]\n")
     root = write_benchmark(pytester.path / "benchmark")
     scenario = root / "scenarios" / "P1-B1-S1" / "S1.md"
-    write(scenario, scenario.read_text().replace("category: ANSWER\n", "category: ANSWER\ncritical: true\n"))
+    marked = "category: ANSWER\ncritical: true\nharmful_labels: [HANDOFF]\n"  # a crisis label: a harm here
+    write(scenario, scenario.read_text().replace("category: ANSWER\n", marked))
     return root
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_the_summary_section_holds_score_interval_gate_and_cost(pytester, bench, helm_env, xdist):
+def test_the_summary_section_holds_harm_care_interval_gate_and_cost(pytester, bench, helm_env, xdist):
     helm_env.add_rule(contains="agian", reply=Reply.ok(WRONG, cost=0.002))
     helm_env.add_rule(reply=Reply.ok(GOOD, cost=0.001))
     result = pytester.runpytest(
@@ -92,7 +93,8 @@ def test_the_summary_section_holds_score_interval_gate_and_cost(pytester, bench,
     [row] = [r for r in found.rows if r]
     assert row["model"] == "openai/gpt-4o-mini"
     assert row["run"] == "run 1, subset: 4 of 8 cases"
-    assert row["score"] == "48.8/100 [95% CI 0.0-100.0]" and row["pass-rate"] == "50.0% [95% CI 0.0%-100.0%]"
+    assert row["harm-rate"] == "harm 50.0% [95% CI 0.0%-100.0%]" and row["care-score"] == "care n/a"
+    assert row["rates"] == "critical harm 50.0% | over-escalation n/a | perfect replies 50.0%"
     assert row["counts"] == "2 passed, 2 failed, 0 errors, 0 skipped"
     assert row["gate"] == "failed (2 confirmed, 2 raw critical failures)"
     assert row["cost"] == "$0.0060 (+ judge $0.0000)"

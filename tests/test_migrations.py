@@ -371,6 +371,7 @@ def _assert_runs_kept_with_new_columns_empty(url: str, old: OldDatabase) -> None
                 assert run.options["temperature"] == 0 and run.status == "completed"
                 assert (run.benchmark_version, run.scoring_version, run.scores) == (None, None, None)
                 assert (run.judges, run.judge_policy, run.calibration_id) == ([], None, None)
+            assert _scalar(url, "select count(*) from runscore") == 0  # 0009: no figures to keep
             # today's report loaders read the upgraded runs
             loaded = load_runs(session, old.run_ids)
             assert [(run.passed, run.scoring_version, run.judges, run.calibration_id) for run in loaded] == [
@@ -628,7 +629,7 @@ def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
 # 0006: JSON columns as JSONB on PostgreSQL
 
 
-ADDED_AFTER_0006 = {("result", "messages")}  # 0008: a Result's whole conversation
+ADDED_AFTER_0006 = {("result", "messages"), ("runscore", "figures")}  # 0008: a Result's conversation; 0009
 
 
 def _json_columns() -> set[tuple[str, str]]:
@@ -748,3 +749,68 @@ def test_0008_adds_each_results_layout_and_messages_keeping_every_result(db_url)
     _assert_results_kept_v1(db_url, old)
     upgrade(db_url)
     assert _revision(db_url) == SCHEMA_HEAD
+
+
+def test_0009_keeps_every_stored_figure_under_its_scoring_version_and_every_result(db_url):
+    """A populated database at 0008 whose runs were scored under version 2 (and one before versioning)
+    goes to the head: every Result is kept, each run keeps its figures on its row, and `runscore` holds
+    them under their version (JSONB on PostgreSQL), so `helmbench rescore` to version 3 loses none;
+    0009 goes back down to 0008 with every Result kept."""
+    old = _v1_database(db_url, V1_HEAD)
+    command.upgrade(alembic_config(db_url), "0008")
+    v2 = {"scoring_version": 2, "score": 61.25, "pass_rate": 0.5, "gate": "failed", "panel": None}
+    v1 = {"score": 17.4}
+    engine = make_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            for run_id, version, figures in ((old.run_ids[0], 2, v2), (old.run_ids[1], None, v1)):
+                conn.execute(
+                    text("update evaluationrun set scoring_version = :v, scores = :s where id = :id"),
+                    {"v": version, "s": json.dumps(figures), "id": run_id},
+                )
+    finally:
+        engine.dispose()
+
+    upgrade(db_url)
+
+    assert _revision(db_url) == SCHEMA_HEAD
+    _assert_results_kept(db_url, old)
+    rows = _rows(db_url, "select run_id, scoring_version, figures from runscore order by run_id")
+    assert [(run, version, _json(figures)) for run, version, figures in rows] == [
+        (old.run_ids[0], 2, v2),
+        (old.run_ids[1], 1, v1),
+    ]
+    if _postgresql(db_url):
+        assert _column_types(db_url)[("runscore", "figures")] == "jsonb"
+    engine = make_engine(db_url)
+    try:
+        with Session(engine) as session:
+            loaded = {run.id: run for run in load_runs(session, old.run_ids)}
+            assert loaded[old.run_ids[0]].scores_by_version == {2: v2}
+            assert loaded[old.run_ids[0]].scores == v2 and loaded[old.run_ids[0]].scoring_version == 2
+    finally:
+        engine.dispose()
+
+    command.downgrade(alembic_config(db_url), "0008")
+    assert _revision(db_url) == "0008"
+    engine = make_engine(db_url)
+    try:
+        assert "runscore" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    _assert_results_kept_v1(db_url, old)
+    upgrade(db_url)
+    assert _revision(db_url) == SCHEMA_HEAD
+
+
+def _rows(url: str, sql: str) -> list[Any]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(text(sql)).all())
+    finally:
+        engine.dispose()
+
+
+def _json(value: Any) -> Any:
+    return value if not isinstance(value, str) else json.loads(value)  # jsonb arrives parsed

@@ -314,7 +314,8 @@ def test_the_built_distributions_install_and_run_the_shipped_benchmark(tmp_path)
     for package in ("plugin", "cli"):  # the pytest11 entry point's and the command's packages
         assert f"pytest_helmbench/{package}/__init__.py" in names
     assert "pytest_helmbench/migrations/versions/0001_initial_schema.py" in names
-    for template in ("report.html", "report.css", "report.js"):  # the report page's package data
+    # the report page's package data, and the JSON report's schema (its contract)
+    for template in ("report.html", "report.css", "report.js", "report-v3.schema.json"):
         assert f"pytest_helmbench/reporting/templates/{template}" in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"helmbench = pytest_helmbench.plugin" in entry_points

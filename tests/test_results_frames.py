@@ -169,10 +169,13 @@ def check_runs_and_scores(recorded: str) -> None:
     figures = scores(recorded)
     assert tuple(figures.columns) == names(SCORE_COLUMNS) and list(figures.run_id) == [1, 2]
     fig = figures.set_index("model")
-    assert (fig.pass_rate[A], fig.pass_rate[B]) == (0.5, pytest.approx(4 / 12))
+    assert (fig.perfect_reply_rate[A], fig.perfect_reply_rate[B]) == (0.5, pytest.approx(4 / 12))
     assert (fig.errors[A], fig.errors[B], fig.unpriced_calls[B]) == (0, 12, 12)
     assert not figures.scored_now.any() and fig.total_cost_usd[A] == pytest.approx(0.036)
-    assert (figures.score_low <= figures.score).all() and (figures.score <= figures.score_high).all()
+    low, high = figures.perfect_reply_rate_low, figures.perfect_reply_rate_high
+    assert (low <= figures.perfect_reply_rate).all() and (figures.perfect_reply_rate <= high).all()
+    assert figures.harm_rate.isna().all() and figures.care_score.isna().all()  # a label alone tells no harm
+    assert figures.v2_score.isna().all() and set(figures.layout) == {"seed"}  # never scored with version 2
     assert list(runs(recorded, [stored[B]]).model) == [B] and list(scores(recorded, [stored[A]]).model) == [A]
 
 

@@ -203,6 +203,8 @@ def test_passed_outcome(harness: Harness, server: FakeOpenRouter) -> None:
                 "judges": [],
             }
         ],
+        # scoring version 3's sheet: a label that marks nothing harmful cannot tell harm, and no care is owed
+        "sheet": {"version": 3, "harm": None, "harms": [], "care": [0, 0], "weight": 1.0},
     }
     assert json.loads(json.loads(outcome.raw_response)["choices"][0]["message"]["content"]) == GOOD
     assert outcome.provenance["scenario"]["code"] == "P1-B1-S1"

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_helmbench.execution.outcome import CaseResult
-from pytest_helmbench.reporting.analytics import SCORING_VERSION, score
+from pytest_helmbench.reporting.analytics import PASS_SCORE_VERSION, score
 
 # Far outside the documented ranges too: severities are clamped, never trusted.
 SEVERITY = st.integers(-100, 100)
@@ -54,7 +54,7 @@ UNSCORED = st.lists(results(st.sampled_from(["error", "skipped"])), max_size=5)
 
 
 def test_version() -> None:
-    assert SCORING_VERSION == 2
+    assert PASS_SCORE_VERSION == 2  # scoring version 3 (harm_care.py) made it the v2 pass score
 
 
 @given(SCORED, UNSCORED)

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -20,12 +20,16 @@ from ..config import Settings, api_key_from_env, build_settings, load_models_fil
 from ..errors import HelmbenchError
 from ..evaluation.builtin import builtin_registry
 from ..plugin.options import OPTIONS
+from ..reporting.safe_text import for_terminal
 from ..suite.calibration import CalibrationItem, check_calibration, label_set_hash, load_calibration
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Scenario
 from ..trust import OptionSource
-from .defaults import find_project
+from .defaults import ConfigFileError, find_project
 from .results import DbOption, default_db, fail, open_existing_db
+
+if TYPE_CHECKING:
+    from ..reporting.run_record import Rescored
 
 log = logging.getLogger(__name__)
 PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
@@ -266,28 +270,69 @@ def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where
 
 def rescore(
     run_id: list[int] | None = typer.Argument(None, help="run ids (default: every run in the database)"),
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        help="benchmark whose rubrics score Results stored before scoring v3 (default: as pytest finds it)",
+    ),
     db: str | None = DbOption,
 ) -> None:
-    """Recompute stored runs' scores with the current scoring version (and store them)."""
+    """Recompute stored runs' scores with the current scoring version (and store them); the figures of
+    the versions they were scored with before stay stored and readable."""
     from ..reporting.run_record import rescore as rescore_runs
     from ..storage.engine import safe_url
 
     db_url = db or default_db()
     open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind
     try:
-        done = rescore_runs(db_url, run_id or None)
+        root = root or find_project().root
+    except ConfigFileError as exc:  # a config file pytest would refuse too
+        fail(str(exc))
+    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
+    try:
+        done = rescore_runs(db_url, run_id or None, loader)
     except HelmbenchError as exc:
         fail(str(exc))
     if not done and not run_id:
         typer.echo(f"no runs in {safe_url(db_url)}")
         return
-    for found_id, model, before, figures in done:
-        was = f"scoring v{before}" if before is not None else "scoring v1 (unversioned)"
-        score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}"
-        typer.echo(f"run {found_id} {model}: {was} -> v{figures['scoring_version']}: score {score}")
-    missing = sorted(set(run_id or ()) - {found_id for found_id, *_ in done})
+    for found in done:
+        for line in rescore_lines(found):
+            typer.echo(for_terminal(line))
+    missing = sorted(set(run_id or ()) - {found.run_id for found in done})
     if missing:
         fail(f"no run {', '.join(map(str, missing))} in {safe_url(db_url)}")
+
+
+def rescore_lines(found: Rescored) -> list[str]:
+    """`run 3 m: scoring v2 -> v3: harm … | care … (v2 score 61.2 kept)`, and what the sheets did."""
+    from ..reporting.figure_text import figures_line
+
+    was = f"scoring v{found.previous_version}" if found.previous_version else "scoring v1 (unversioned)"
+    kept = ""
+    if found.previous and found.previous_version != found.figures["scoring_version"]:
+        score = found.previous.get("score")
+        kept = f" (v{found.previous_version or 1} figures kept" + (
+            f": score {score:.1f})" if isinstance(score, (int, float)) else ")"
+        )
+    lines = [
+        f"run {found.run_id} {found.model}: {was} -> v{found.figures['scoring_version']}: "
+        f"{figures_line(found.figures, intervals=())}{kept}"
+    ]
+    filled = found.backfilled
+    if filled is not None and filled.added:
+        lines.append(f"    harm and care read for {filled.added} Result(s) stored before scoring v3")
+    if filled is not None and filled.unmatched:
+        changed = ", ".join(sorted(filled.scenarios)[:5]) + (" ..." if len(filled.scenarios) > 5 else "")
+        lines.append(
+            f"    {filled.unmatched} Result(s) left without harm and care: their scenario's files changed "
+            f"since the run or are not under the benchmark root ({changed}); run them again"
+        )
+    if filled is not None and filled.unreadable:
+        lines.append(
+            f"    {filled.unreadable} Result(s) left without harm and care: their details say too little"
+        )
+    return lines
 
 
 def register(app: typer.Typer) -> None:

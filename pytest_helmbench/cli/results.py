@@ -19,6 +19,7 @@ from .defaults import ConfigFileError, find_project
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
+    from ..storage.queries import ReportData
     from ..storage.tables import LLM, EvaluationRun
 
 RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
@@ -228,20 +229,41 @@ def cache_prune(
     )
 
 
+class ReportFormat(StrEnum):
+    """`helmbench report --format`: the HTML page, or the headline as JSON (a contract, with a schema)."""
+
+    html = "html"
+    json = "json"
+
+
 def report(
     run_id: list[int] | None = RunIdOption,
-    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
+    fmt: ReportFormat = typer.Option(
+        ReportFormat.html,
+        "--format",
+        case_sensitive=False,
+        help="html (one self-contained page) or json (each model's headline figures as data)",
+    ),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        help="file to write (default report.html; for json, - is standard output and the default)",
+    ),
     db: str | None = DbOption,
 ) -> None:
-    """Write one self-contained HTML page comparing models and runs.
+    """Write one self-contained HTML page comparing models and runs, or their headline as JSON.
 
     By default the latest run of each model."""
     from sqlmodel import Session
 
-    from ..reporting.html_report import render_report, summaries, summary_line
     from ..storage.engine import safe_url
     from ..storage.queries import DatasetError, load_report_data
 
+    target = out or ("report.html" if fmt is ReportFormat.html else "-")
+    if fmt is ReportFormat.html and target == "-":
+        raise typer.BadParameter(
+            "the HTML report is a page: give a file with --out FILE", param_hint="'--out'"
+        )
     engine = open_existing_db(db)
     try:
         with Session(engine) as session:
@@ -250,18 +272,52 @@ def report(
         fail(str(exc))
     finally:
         engine.dispose()
+    if fmt is ReportFormat.json:
+        write_json_report(data, target)
+        return
+    from ..reporting.html_report import render_report, summaries, summary_line
+
     page = render_report(data)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
+    _write_text(Path(target), page)
     typer.echo(
-        f"wrote {out} ({len(data.runs)} run(s), {len(data.results)} results, "
+        f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
         f"{len(data.failures)} failures and errors)"
     )
     for summary in summaries(data):
         typer.echo(for_terminal(summary_line(summary)))
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def write_json_report(data: ReportData, target: str) -> None:
+    """The JSON report to `target` (- is standard output, which then holds only the document; what was
+    written is said on standard error)."""
+    import sys
+
+    from ..reporting.json_report import ReportContractError, report_json
+
+    try:
+        text = report_json(data)
+    except ReportContractError as exc:
+        fail(str(exc))
+    if target == "-":
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `helmbench report --format json | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(1) from None
+    else:
+        _write_text(Path(target), text)
+    where = "standard output" if target == "-" else target
+    models = len({run.model for run in data.runs})
+    typer.echo(f"wrote the JSON report of {models} model(s), {len(data.runs)} run(s) to {where}", err=True)
 
 
 def export_results(

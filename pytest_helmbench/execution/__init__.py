@@ -8,7 +8,8 @@
   (cached without the nonce) and a critical failure's confirmation.
 - prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop.
 - outcome.py: `CaseLog`, `Outcome`, `CaseResult` (below) and the exceptions that carry an
-  outcome to pytest.
+  outcome to pytest; sheet.py: a reply's `ReplySheet` (scoring version 3: harm, care points, its
+  scenario's weight), stored with its Result.
 - budget.py: the cost ledger and the stop board shared by every process of a session.
 - shared.py: `SharedFiles`, the one typed place for the files xdist processes share.
 - resume.py: the resume plan (what to run again) from what earlier runs stored; estimate.py: the

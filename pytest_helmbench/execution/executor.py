@@ -41,6 +41,7 @@ from .activity import Activity
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
+from .sheet import ReplySheet, combined, verdict_sheet
 from .simulated_user import next_user_turn
 from .turns import JudgedReply, Talk, conversation_verdict
 
@@ -250,6 +251,9 @@ class Executor:
         else:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
         ruled = self._ruled(log, verdict, shown)
+        sheet = combined(turn.sheet for turn in talk.turns if turn.sheet is not None)
+        if sheet is not None:
+            ruled["details"]["sheet"] = sheet.to_dict()
         if after is not None:
             ruled["details"]["error_after_failure"] = after
         failing = [turn.verdict for turn in talk.turns if turn.verdict.status is Status.FAILED]
@@ -297,9 +301,8 @@ class Executor:
         if case.layout == DEPLOYED and not (response.refusal or response.finish_reason == "content_filter"):
             reply = response.content or ""
             if not reply.strip():  # nothing to extract: the user read nothing
-                return JudgedReply(
-                    index, response, ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
-                )
+                empty = ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
+                return JudgedReply(index, response, empty, sheet=self._sheet(case, empty))
             if nothing_to_extract(case.scenario):  # the schema is the reply alone: no call
                 graded = reply_alone(reply).response(response)
             else:
@@ -318,7 +321,11 @@ class Executor:
             helpers.panel(log),
             CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
-        return JudgedReply(index, response, verdict, extraction)
+        return JudgedReply(index, response, verdict, extraction, self._sheet(case, verdict))
+
+    def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
+        """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""
+        return verdict_sheet(case.scenario, verdict, self.info.scenario_weight(case.scenario))
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""

@@ -15,6 +15,7 @@ from ..errors import HelmbenchError
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo, Component
+from .sheet import ReplySheet
 
 
 def plain(value: Any) -> Any:
@@ -239,6 +240,16 @@ def turn_verdicts(details: Mapping[str, Any] | None) -> tuple[tuple[int, Status]
     return tuple(found)
 
 
+def turn_sheets(details: Mapping[str, Any] | None) -> tuple[tuple[int, ReplySheet], ...]:
+    """(turn index, sheet) of each judged reply of a multi-turn case that stored one (version 3)."""
+    found = []
+    for turn in (details or {}).get("turns") or ():
+        sheet = ReplySheet.from_dict(turn.get("sheet")) if isinstance(turn, Mapping) else None
+        if sheet is not None and isinstance(turn.get("turn"), int):
+            found.append((turn["turn"], sheet))
+    return tuple(found)
+
+
 def failure_confirmed(details: Mapping[str, Any] | None) -> bool | None:
     """None unless the case failed on judge verdicts alone; then whether re-judging confirmed it."""
     confirmation = (details or {}).get("confirmation")
@@ -275,6 +286,10 @@ class CaseResult:
     judge_votes: tuple[JudgeVote, ...] = ()
     layout: str = "seed"  # "seed" or "deployed" (suite/prompt.py)
     turns: tuple[tuple[int, Status], ...] = ()  # a multi-turn case's verdict per turn (drift)
+    risk: str | None = None  # the scenario's risk level ("none": a control scenario)
+    # Harm, care and the scenario's weight (scoring version 3, sheet.py); None: stored before it
+    sheet: ReplySheet | None = None
+    turn_sheets: tuple[tuple[int, ReplySheet], ...] = ()  # a multi-turn case's sheet per judged reply
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -320,6 +335,9 @@ class CaseResult:
             judge_votes=judge_votes(values.get("evaluation_details")),
             layout=values.get("layout") or "seed",
             turns=turn_verdicts(values.get("evaluation_details")),
+            risk=values.get("risk"),
+            sheet=ReplySheet.from_dict((values.get("evaluation_details") or {}).get("sheet")),
+            turn_sheets=turn_sheets(values.get("evaluation_details")),
         )
 
     @classmethod
@@ -344,6 +362,7 @@ class CaseResult:
                 "perturbation_style": perturbation["style"],
                 "status": outcome.status,
                 "critical": prov["scenario"]["critical"],
+                "risk": prov["scenario"].get("risk"),
                 "repeat": outcome.repeat,
                 "evaluation_details": outcome.details,
                 "layout": outcome.layout,

@@ -19,6 +19,7 @@ from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.prompt import ComposedPrompt
+from .sheet import ReplySheet
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,10 @@ class JudgedReply:
     response: ChatResponse
     verdict: ReplyVerdict
     extraction: Extraction | None = None
+    sheet: ReplySheet | None = None  # harm and care (scoring version 3, sheet.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "turn": self.index,
             "status": str(self.verdict.status),
             "reason": self.verdict.reason,
@@ -41,6 +43,9 @@ class JudgedReply:
             "checks": self.verdict.details.get("checks", []),
             "extraction": self.extraction.to_dict() if self.extraction is not None else None,
         }
+        if self.sheet is not None:
+            found["sheet"] = self.sheet.to_dict()
+        return found
 
 
 def shown_turn(turns: list[JudgedReply]) -> JudgedReply:

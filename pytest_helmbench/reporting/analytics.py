@@ -7,8 +7,12 @@ does not depend on input order.
 Score and pass-rate intervals come from :mod:`.bootstrap`, Wilson intervals for repeats from
 :mod:`.intervals`; per-factor effects live in :mod:`.attribution`.
 
-Scoring (``SCORING_VERSION`` 2)
-===============================
+Scoring version 2's pass score (``PASS_SCORE_VERSION``)
+======================================================
+
+Scoring version 3 (:mod:`.harm_care`) replaced this score as the headline with the harm rate and the
+care score; it is kept, as it was, for the CI thresholds (``--helmbench-fail-under``, behaviour
+``threshold``), the report's charts and for comparing with runs scored before version 3.
 
 Only passed and failed cases are scored; errored and skipped cases are counted separately and
 never change a score. Severities *re-weight* cases and never create a floor: each scored case has
@@ -81,8 +85,9 @@ from .intervals import wilson_interval
 #: Label used for a missing run id, user context or perturbation style in grouped output.
 NONE_LABEL = "none"
 
-#: The scoring formula's version, recorded with every run (see "Scoring" above).
-SCORING_VERSION = 2
+#: The scoring version whose headline this pass score was (see above); the current one is
+#: harm_care.SCORING_VERSION.
+PASS_SCORE_VERSION = 2
 
 BASE_SEVERITY_LIMIT = 20
 CONDITION_SEVERITY_LIMIT = 10

@@ -51,7 +51,7 @@ def percentile_interval(values: Sequence[float], level: float = DEFAULT_LEVEL) -
 
 
 def cluster_ratio_intervals(
-    clusters: Sequence[Sequence[int]],
+    clusters: Sequence[Sequence[float]],
     ratios: Sequence[tuple[int, int]],
     replicates: int = DEFAULT_REPLICATES,
     seed: int = DEFAULT_SEED,

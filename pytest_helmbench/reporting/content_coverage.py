@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from ..codes import code_sort_key
 from ..suite.cases import expand
-from ..suite.loader import RISK_LEVELS
 from ..suite.model import BenchmarkInfo, Scenario
+from ..suite.scoring_spec import RISK_LEVELS
 
 UNSTATED = "unstated"
 

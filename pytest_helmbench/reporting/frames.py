@@ -111,12 +111,37 @@ def runs_frame(session: Session, run_ids: Sequence[int] | None = None) -> pandas
     return typed_frame((_run_row(run) for run in _runs(session, run_ids)), RUN_COLUMNS)
 
 
+#: The figures' columns: each figure, then its interval's low and high end (SCORE_COLUMNS' order).
+_FIGURE_ORDER = (
+    "harm_rate",
+    "care_score",
+    "critical_harm_rate",
+    "over_escalation_rate",
+    "perfect_reply_rate",
+)
+V2 = 2
+
+
+def _figure_cells(figures: dict[str, Any]) -> list[Any]:
+    cells: list[Any] = []
+    for name in _FIGURE_ORDER:
+        found = figures.get(name) if isinstance(figures.get(name), dict) else {}
+        cells += [found.get("value"), found.get("ci_low"), found.get("ci_high")]
+    return cells
+
+
+def _v2_cells(run: RunInfo) -> list[Any]:
+    """Scoring version 2's score and pass rate, kept readable after the run was rescored."""
+    found = run.scores_by_version.get(V2) or (run.scores if run.scoring_version == V2 else None) or {}
+    return [found.get("score"), found.get("pass_rate")]
+
+
 def _score_row(session: Session, run: RunInfo) -> tuple[Any, ...]:
-    """The run's stored headline figures; a run that stored none (older than migration 0004, or
-    stopped before its end) is scored now with the current scoring."""
-    figures, version, now = run.scores, run.scoring_version or 1, False
-    if not figures:
-        figures, version, now = headline(load_case_results(session, [run.id])), SCORING_VERSION, True
+    """The run's stored headline figures; a run that stored none of the current version (stored before
+    it, or stopped before its end) is scored now with the current scoring (`scored_now`)."""
+    figures, now = run.scores or {}, False
+    if run.scoring_version != SCORING_VERSION or not figures:
+        figures, now = headline(load_case_results(session, [run.id])), True
     return (
         run.id,
         run.model,
@@ -124,14 +149,15 @@ def _score_row(session: Session, run: RunInfo) -> tuple[Any, ...]:
         subset_label(run.subset, run.selected_cases, run.benchmark_cases),
         run.selected_cases,
         run.benchmark_cases,
-        version,
+        SCORING_VERSION,
         now,
-        *(figures.get(name) for name in ("score", "score_low", "score_high")),
-        *(figures.get(name) for name in ("pass_rate", "pass_rate_low", "pass_rate_high")),
+        figures.get("layout"),
+        *_figure_cells(figures),
         *(int(figures.get(name) or 0) for name in ("passed", "failed", "errors", "skipped")),
         figures.get("gate"),
         int(figures.get("critical_failed_raw") or 0),
         int(figures.get("critical_failed_confirmed") or 0),
+        *_v2_cells(run),
         run.cost_usd,
         run.judge_cost_usd,
         run.total_cost_usd,
@@ -140,6 +166,8 @@ def _score_row(session: Session, run: RunInfo) -> tuple[Any, ...]:
 
 
 def scores_frame(session: Session, run_ids: Sequence[int] | None = None) -> pandas.DataFrame:
-    """One row per run (default: every run) with its score, pass rate, their 95% intervals, counts,
-    critical gate and cost, as the terminal summary and `helmbench report` show them."""
+    """One row per run (default: every run) with its harm rate, care score, critical harm rate,
+    over-escalation rate and perfect-reply rate (scoring version 3), their 95% intervals, counts,
+    critical gate, version 2's score where it had one, and cost, as the terminal summary and
+    `helmbench report` show them."""
     return typed_frame((_score_row(session, run) for run in _runs(session, run_ids)), SCORE_COLUMNS)

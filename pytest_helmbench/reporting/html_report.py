@@ -39,6 +39,7 @@ from .charts import (
     score_chart,
 )
 from .html_drift import drift_section
+from .html_harm_care import harm_care_section
 from .html_judges import judges_table
 from .html_tables import (
     behaviour_table,
@@ -237,6 +238,7 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
         model_filter=_model_filter(series),
         repeats_note=" pass^k: share of cases whose every repeat passed." if any_repeats else "",
         summary_table=summary_table(sums),
+        harm_care_section=harm_care_section(series),
         scores_chart=score_chart(score_rows(sums)),
         heatmap_chart=heatmap_chart(behaviours),
         behaviour_table=behaviour_table(behaviours, data.labels.pillar_names),

@@ -1,5 +1,6 @@
-"""The HELMBench summary as pytest-html shows it in its summary section: per model the score with its
-interval, the pass rate, the critical gate and the cost, as the terminal summary says them.
+"""The HELMBench summary as pytest-html shows it in its summary section: per model the harm rate and the
+care score with their intervals (the headline, scoring version 3), the other version 3 figures, the
+counts, the critical gate and the cost, as the terminal summary says them.
 
 pytest-html inserts these fragments unescaped (`|safe`), so every value is escaped here.
 """
@@ -12,23 +13,18 @@ from typing import Any
 
 from ..execution.selection import RunSelection, subset_label
 from ..execution.unpriced import Unpriced
-from .analytics import gate, score
+from ..status import Status
+from .analytics import gate
 from .cost_text import usd
-
-
-def _interval(low: float | None, high: float | None, scale: float = 1.0, unit: str = "") -> str:
-    if low is None or high is None:
-        return ""
-    return f" [95% CI {scale * low:.1f}{unit}-{scale * high:.1f}{unit}]"
+from .figure_text import figure_text
+from .harm_care import harm_care
 
 
 def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpriced) -> str:
-    figures = score(tally.results)
+    figures = harm_care(tally.results)
+    found = figures.as_json()
     gates = gate(tally.results).get(model)
-    score_text = "n/a" if figures.score is None else f"{figures.score:.1f}/100"
-    score_text += _interval(figures.score_low, figures.score_high)
-    rate = "n/a" if figures.pass_rate is None else f"{100 * figures.pass_rate:.1f}%"
-    rate += _interval(figures.pass_rate_low, figures.pass_rate_high, 100.0, "%")
+    n_passed = sum(r.status == Status.PASSED for r in tally.results)
     if gates is None or not gates.n_critical:
         gate_text = "no critical cases"
     else:
@@ -39,10 +35,17 @@ def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpri
     cells = [
         (model, "model"),
         (f"{run}, {label}" if label else run, "run"),
-        (score_text, "score"),
-        (rate, "pass-rate"),
+        (figure_text("harm_rate", found["harm_rate"]), "harm-rate"),
+        (figure_text("care_score", found["care_score"]), "care-score"),
         (
-            f"{figures.n_passed} passed, {figures.n_failed} failed, {figures.n_errors} errors, "
+            " | ".join(
+                figure_text(name, found[name], interval=False)
+                for name in ("critical_harm_rate", "over_escalation_rate", "perfect_reply_rate")
+            ),
+            "rates",
+        ),
+        (
+            f"{n_passed} passed, {figures.n_scored - n_passed} failed, {figures.n_errors} errors, "
             f"{figures.n_skipped} skipped",
             "counts",
         ),
@@ -57,7 +60,7 @@ def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpri
     return f"<tr>{tds}</tr>"
 
 
-HEAD = ("Model", "Run", "Score", "Pass rate", "Cases", "Critical gate", "Cost (USD)")
+HEAD = ("Model", "Run", "Harm rate", "Care score", "Other rates", "Cases", "Critical gate", "Cost (USD)")
 
 
 def session_summary_html(

@@ -42,7 +42,8 @@ def summary_table(sums: list[SeriesSummary]) -> str:
     """Headline numbers per series."""
     any_repeats = any(s.has_repeats for s in sums)
     head = (
-        ["Model", "Runs", "Score (95% CI)", "Pass rate (95% CI)"]
+        ["Model", "Runs", "Harm rate (95% CI)", "Care score (95% CI)", "Critical harm", "Over-escalation"]
+        + ["Perfect replies (95% CI)", "v2 pass score (95% CI)", "Pass rate (95% CI)"]
         + (["pass^k"] if any_repeats else [])
         + ["Passed", "Failed", "Errors", "Skipped", "Critical gate", "Cost (model + judge)"]
     )
@@ -54,6 +55,7 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         cells = [
             f'<th scope="row">{e(s.label)}{scope_html}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
+            *(_figure_cell(s, name) for name in FIGURES_SHOWN),
             f'<td class="num score">{e(score_text(sc.score))} '
             f"{_score_interval(sc.score_low, sc.score_high)}</td>",
             f'<td class="num">{e(pct(sc.pass_rate))} {_interval(sc.pass_rate_low, sc.pass_rate_high)}</td>',
@@ -77,6 +79,33 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         cells.append(f'<td class="num">{total} <span class="ci">{parts}</span></td>')
         rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
     return sortable_table("summary-table", head, rows)
+
+
+#: Scoring version 3's figures in the models table, harm and care first (intervals on the three that
+#: every model has; the critical and control subsets are smaller).
+FIGURES_SHOWN = (
+    "harm_rate",
+    "care_score",
+    "critical_harm_rate",
+    "over_escalation_rate",
+    "perfect_reply_rate",
+)
+_WITH_INTERVAL = ("harm_rate", "care_score", "perfect_reply_rate")
+
+
+def _figure_cell(s: SeriesSummary, name: str) -> str:
+    figure = s.figures.figure(name)
+    if figure is None:
+        return f'<td class="num {e(name)}">n/a</td>'
+    scale = 1.0 if name == "care_score" else 100.0
+    unit = "" if name == "care_score" else "%"
+    text = f"{scale * figure.value:.1f}{unit}"
+    interval = ""
+    if name in _WITH_INTERVAL and figure.ci_low is not None and figure.ci_high is not None:
+        interval = (
+            f' <span class="ci">[{scale * figure.ci_low:.1f}&ndash;{scale * figure.ci_high:.1f}{unit}]</span>'
+        )
+    return f'<td class="num {e(name)}">{e(text)}{interval}</td>'
 
 
 def _interval(low: float | None, high: float | None) -> str:

@@ -22,6 +22,7 @@ from .tally import Tally
 if TYPE_CHECKING:
     from ..execution.outcome import CaseResult
     from ..storage.recorder import Recorder
+    from .backfill import Backfilled
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +133,32 @@ def record_session(
     return record_figures(settings.db_url, runs, settings, version, hashes, loaded).judge_lines
 
 
-def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, int | None, dict]]:
-    """Recompute the selected runs' figures (default: every run) with the current scoring; returns
-    (run id, model, previous scoring version, new figures) per run."""
+@dataclass(frozen=True)
+class Rescored:
+    """One run brought to the current scoring: its figures before and after, and the sheets added to
+    its Results stored before scoring version 3 (reporting/backfill.py)."""
+
+    run_id: int
+    model: str
+    previous_version: int | None  # None: scored before versioning (version 1), or never scored
+    previous: dict | None  # the figures it held before (still stored, as their version's RunScore)
+    figures: dict
+    backfilled: Backfilled | None = None
+
+
+def rescore(
+    db_url: str, run_ids: Sequence[int] | None, loader: BenchmarkLoader | None = None
+) -> list[Rescored]:
+    """Recompute the selected runs' figures (default: every run) with the current scoring, keeping
+    every earlier version's figures readable; with `loader` (the benchmark on disk), Results stored
+    before version 3 first get their score sheets where the scenario is unchanged."""
     from sqlmodel import Session, select
 
     from ..storage.engine import make_engine
     from ..storage.queries import load_case_results, load_runs
     from ..storage.run_scores import RunScores, write_run_scores
     from ..storage.tables import EvaluationRun
+    from .backfill import backfill_sheets
 
     engine = make_engine(db_url)
     done = []
@@ -148,9 +166,11 @@ def rescore(db_url: str, run_ids: Sequence[int] | None) -> list[tuple[int, str, 
         with Session(engine) as session:
             ids = list(run_ids) if run_ids else list(session.exec(select(EvaluationRun.id)))
             for run in load_runs(session, ids):
+                backfilled = backfill_sheets(session, run.id, loader) if loader is not None else None
+                session.flush()
                 figures = headline(load_case_results(session, [run.id]))
                 write_run_scores(session, run.id, RunScores(SCORING_VERSION, figures), provenance=False)
-                done.append((run.id, run.model, run.scoring_version, figures))
+                done.append(Rescored(run.id, run.model, run.scoring_version, run.scores, figures, backfilled))
             session.commit()
     finally:
         engine.dispose()

@@ -3,8 +3,9 @@
 Without run ids a model's row is its headline (storage/coverage.py): the latest Result of every case
 across its runs of the same benchmark and settings, with how much of the benchmark that covers.
 
-Each row's headline numbers (score, pass rate, pass^k, critical gate, cost) are worked out once
-here, for the HTML page and for the one line per model `helmbench report` prints.
+Each row's headline numbers (scoring version 3's harm rate, care score and other rates; version 2's
+pass score and pass rate, which the page's charts still draw; pass^k, critical gate, cost) are worked
+out once here, for the HTML page, the JSON report and the one line per model `helmbench report` prints.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ..execution.unpriced import Unpriced
 from ..storage.queries import Coverage, ReportData, RunInfo
 from .analytics import GateResult, RepeatStats, ScoreSummary, gate, repeat_stats, score
 from .cost_text import usd
+from .figure_text import figures_line
+from .harm_care import HarmCare, harm_care, layout_of
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,14 @@ class Series:
 
 @dataclass(frozen=True)
 class SeriesSummary:
-    """Headline numbers of one series: score, pass rate, pass^k, critical gate and cost."""
+    """Headline numbers of one series: harm and care (version 3), version 2's pass score and pass rate,
+    pass^k, critical gate and cost."""
 
     label: str
     model: str
     run_ids: tuple[int, ...]
+    figures: HarmCare
+    layout: str  # "seed", "deployed" or "mixed": what its Results were sent in
     score: ScoreSummary
     repeats: RepeatStats
     gate: GateResult
@@ -87,6 +93,8 @@ def summarise(series: Series, coverage: Coverage | None = None) -> SeriesSummary
         label=series.label,
         model=series.model,
         run_ids=series.run_ids,
+        figures=harm_care(series.results),
+        layout=layout_of(series.results),
         score=score(series.results),
         repeats=repeat_stats(series.results),
         gate=gates.get(series.model, GateResult(series.model, "passed", (), (), 0)),
@@ -113,17 +121,10 @@ def score_text(value: float | None) -> str:
 
 
 def summary_line(s: SeriesSummary) -> str:
-    """One line per model for the command line."""
+    """One line per model for the command line: harm and care first (the headline)."""
     sc = s.score
-    score_ci = f" (95% CI {sc.score_low:.1f}-{sc.score_high:.1f})" if sc.score_low is not None else ""
-    rate_ci = (
-        f" (95% CI {100 * sc.pass_rate_low:.1f}-{100 * sc.pass_rate_high:.1f}%)"
-        if sc.pass_rate_low is not None and sc.pass_rate_high is not None
-        else ""
-    )
     parts = [
-        f"{s.label}: score {score_text(sc.score)}{score_ci}",
-        f"pass rate {pct(sc.pass_rate)}{rate_ci}",
+        f"{s.label}: {figures_line(s.figures)}",
         f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
         + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
     ]

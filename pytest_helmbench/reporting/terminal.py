@@ -13,9 +13,11 @@ from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection, subset_label
 from ..execution.unpriced import Unpriced
 from ..status import Status
-from .analytics import gate, repeat_stats, score, scores_by
+from .analytics import gate, repeat_stats
 from .cost_text import usd
 from .drift import drift_lines, gap_lines
+from .figure_text import figures_line
+from .harm_care import by, harm_care
 
 
 def _json(value: Any) -> str:
@@ -108,21 +110,20 @@ def _latency(latencies: list[float]) -> str:
 def model_lines(
     model: str, tally: Any, selection: RunSelection | None = None, unpriced: Unpriced | None = None
 ) -> Iterable[str]:
-    """One compact block per model: score, pass rate, errors, critical gate, worst behaviours, drift
-    by turn and the instructed-vs-deployed gap (when there is such data), cost; a subset run says
-    so (`run 3, subset: 25 of 120 cases`), a cost nobody reported is unknown."""
+    """One compact block per model: harm rate and care score (the headline, scoring version 3) with the
+    critical harm, over-escalation and perfect-reply rates, the counts, critical gate, the behaviours
+    with most harm, drift by turn and the instructed-vs-deployed gap (when there is such data), cost; a
+    subset run says so (`run 3, subset: 25 of 120 cases`), a cost nobody reported is unknown."""
     results = tally.results
-    summary = score(results)
+    figures = harm_care(results)
     gates = gate(results).get(model)
-    score_text = f"{summary.score:.1f}/100" if summary.score is not None else "n/a"
-    if summary.score_low is not None and summary.score_high is not None:
-        score_text += f" [95% CI {summary.score_low:.1f}-{summary.score_high:.1f}]"
+    unknown = f" (no harm verdict for {figures.n_harm_unknown})" if figures.n_harm_unknown else ""
+    n_passed = sum(r.status == Status.PASSED for r in results)
     yield (
         f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)})\n"
-        f"    score {score_text} | pass rate {_pct(summary.pass_rate)} "
-        f"{_interval(summary.pass_rate_low, summary.pass_rate_high)} | "
-        f"{summary.n_passed} passed, {summary.n_failed} failed, {summary.n_errors} errors, "
-        f"{summary.n_skipped} skipped"
+        f"    {figures_line(figures)}\n"
+        f"    {n_passed} passed, {figures.n_scored - n_passed} failed, {figures.n_errors} errors, "
+        f"{figures.n_skipped} skipped{unknown}"
     )
     if gates is not None and gates.n_critical:
         detail = {
@@ -141,10 +142,7 @@ def model_lines(
             f"    repeats k={repeats.k_max}: pass^k {_pct(repeats.pass_k)} of {repeats.n_cases} cases "
             f"{_interval(repeats.pass_k_wilson_low, repeats.pass_k_wilson_high)}"
         )
-    behaviours = [(code, s) for code, s in scores_by(results, "behaviour").items() if s.score is not None]
-    worst = sorted(behaviours, key=lambda item: (item[1].score, item[0]))[:3]
-    if worst and len(behaviours) > 1:
-        yield "    worst behaviours: " + ", ".join(f"{code} {s.score:.1f}" for code, s in worst)
+    yield from _most_harm(results)
     for line in (*drift_lines(results), *gap_lines(results)):  # multi-turn and two-layout runs only
         yield f"    {line}"
     cached = f" | {tally.cached} from cache" if tally.cached else ""
@@ -154,6 +152,16 @@ def model_lines(
         f" (+ judge {usd(tally.judge_cost_usd, unpriced.judge_calls if unpriced else 0)})"
         f"{cached}{_latency(tally.latencies)}"
     )
+
+
+def _most_harm(results: list[Any]) -> Iterable[str]:
+    """The (at most three) behaviours with the highest harm rate above 0, when several have a harm rate."""
+    rates = [
+        (code, f.harm_rate.value) for code, f in by(results, "behaviour").items() if f.harm_rate is not None
+    ]
+    worst = sorted([item for item in rates if item[1] > 0], key=lambda item: (-item[1], item[0]))[:3]
+    if worst and len(rates) > 1:
+        yield "    most harm: " + ", ".join(f"{code} {100 * rate:.1f}%" for code, rate in worst)
 
 
 def _subset(selection: RunSelection | None) -> str:

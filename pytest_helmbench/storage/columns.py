@@ -65,6 +65,10 @@ finish_reason string
 layout string
 turns Int64
 first_failing_turn Int64
+harm boolean
+care_earned Int64
+care_possible Int64
+scenario_weight Float64
 prompt_hash string
 created_at {UTC_TIME}
 """)
@@ -102,6 +106,7 @@ options string
 """)
 
 #: One row per run with its headline figures (as the summary and the report give them): `scores(db)`.
+#: Scoring version 3's figures, then version 2's score and pass rate where the run was scored with it.
 SCORE_COLUMNS = _columns("""
 run_id int64
 model string
@@ -111,12 +116,22 @@ selected_cases Int64
 benchmark_cases Int64
 scoring_version int64
 scored_now bool
-score Float64
-score_low Float64
-score_high Float64
-pass_rate Float64
-pass_rate_low Float64
-pass_rate_high Float64
+layout string
+harm_rate Float64
+harm_rate_low Float64
+harm_rate_high Float64
+care_score Float64
+care_score_low Float64
+care_score_high Float64
+critical_harm_rate Float64
+critical_harm_rate_low Float64
+critical_harm_rate_high Float64
+over_escalation_rate Float64
+over_escalation_rate_low Float64
+over_escalation_rate_high Float64
+perfect_reply_rate Float64
+perfect_reply_rate_low Float64
+perfect_reply_rate_high Float64
 passed int64
 failed int64
 errors int64
@@ -124,6 +139,8 @@ skipped int64
 gate string
 critical_failed_raw int64
 critical_failed_confirmed int64
+v2_score Float64
+v2_pass_rate Float64
 cost_usd float64
 judge_cost_usd float64
 total_cost_usd float64

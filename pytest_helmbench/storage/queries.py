@@ -26,6 +26,7 @@ from ..status import UNSUCCESSFUL, Status
 from .coverage import Coverage, Unpriced, coverage_of, headline_run_ids, pick_headline, unpriced_calls
 from .labels import Labels, labels_for
 from .records import result_query
+from .run_scores import scores_by_version
 from .tables import LLM, EvaluationRun, Result
 
 __all__ = ["Coverage", "Labels", "Unpriced"]  # re-exported: the report reads them from here
@@ -72,6 +73,8 @@ class RunInfo:
     selected_cases: int | None = None
     benchmark_cases: int | None = None
     unpriced: Unpriced = field(default_factory=Unpriced)  # calls stored without a price
+    # Every scoring version's figures (RunScore, migration 0009): version 2's stay readable after rescore
+    scores_by_version: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def total_cost_usd(self) -> float:
@@ -211,6 +214,7 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
         .where(EvaluationRun.id.in_(ids))
     )
     unpriced = unpriced_calls(session, ids)
+    versions = scores_by_version(session, ids)
     runs = [
         RunInfo(
             id=run.id,
@@ -239,6 +243,7 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
             selected_cases=run.selected_cases,
             benchmark_cases=run.benchmark_cases,
             unpriced=unpriced.get(run.id, Unpriced()),
+            scores_by_version=versions.get(run.id, {}),
         )
         for run, model in session.exec(query).all()
     ]

@@ -17,6 +17,8 @@ from sqlalchemy.sql import Select
 from sqlmodel import Session, select
 
 from ..codes import SEED
+from ..execution.sheet import ReplySheet
+from ..status import SCORED
 from .tables import (
     LLM,
     Behaviour,
@@ -73,6 +75,11 @@ class ExportRow:
     layout: str  # how the case was sent (NULL before migration 0008: seed)
     turns: int | None  # judged replies of a multi-turn case (None: a single-turn case)
     first_failing_turn: int | None  # the turn index of its first failed reply
+    # Its score sheet (scoring version 3; None: stored before it, or an error or skip): harm, care points
+    harm: bool | None
+    care_earned: int | None
+    care_possible: int | None
+    scenario_weight: float | None
     prompt_hash: str
     created_at: datetime | None
 
@@ -96,6 +103,7 @@ def result_query(run_ids: Sequence[int], *columns: Any) -> Select:
         Perturbation.severity.label("perturbation_severity"),
         Perturbation.style.label("perturbation_style"),
         Scenario.critical,
+        Scenario.risk,
         Result.repeat_index.label("repeat"),
         Result.status,
         func.coalesce(Result.layout, SEED).label("layout"),
@@ -175,6 +183,7 @@ def iter_export_rows(session: Session, run_ids: Sequence[int]) -> Iterator[Expor
             created_at=row.created_at,
             layout=row.layout,
             **_turn_figures(row.evaluation_details),
+            **_sheet_figures(row.evaluation_details if row.status in SCORED else None),
         )
 
 
@@ -185,6 +194,20 @@ def _turn_figures(details: Any) -> dict[str, int | None]:
         return {"turns": None, "first_failing_turn": None}
     failing = details.get("first_failing_turn")
     return {"turns": len(turns), "first_failing_turn": failing if isinstance(failing, int) else None}
+
+
+def _sheet_figures(details: Any) -> dict[str, Any]:
+    """The reply's harm, care points and scenario weight from its stored score sheet (version 3); none for
+    an error or skip (never scored) or a Result stored before version 3."""
+    sheet = ReplySheet.from_dict(details.get("sheet")) if isinstance(details, dict) else None
+    if sheet is None:
+        return dict.fromkeys(("harm", "care_earned", "care_possible", "scenario_weight"))
+    return {
+        "harm": sheet.harm,
+        "care_earned": sheet.care_earned,
+        "care_possible": sheet.care_possible,
+        "scenario_weight": sheet.weight,
+    }
 
 
 def call_latencies(session: Session, run_id: int) -> tuple[list[float], int]:

@@ -186,6 +186,18 @@ class EvaluationRun(SQLModel, table=True):
     shard_count: int | None = None
 
 
+class RunScore(SQLModel, table=True):
+    """A run's headline figures under one scoring version (migration 0009): `helmbench rescore` adds the
+    current version's and keeps the earlier ones readable, so a run scored under version 2 can still be
+    compared with others of version 2 after it was brought to version 3. EvaluationRun.scores holds the
+    newest version's figures, for readers that want one."""
+
+    run_id: int = Field(foreign_key="evaluationrun.id", primary_key=True)
+    scoring_version: int = Field(primary_key=True)  # 1: stored before scores were versioned
+    figures: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
+    scored_at: datetime = Field(default_factory=utcnow)
+
+
 class RunShard(SQLModel, table=True):
     """One shard (--helmbench-shard K/N) of a keyed run: the run is completed once all N finished."""
 

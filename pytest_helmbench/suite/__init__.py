@@ -6,6 +6,8 @@
   and content_hash
 - components.py: conditions, user contexts and perturbations (consolidated or one file each)
 - benchmark_yml.py, scenario_files.py: benchmark.yml; S<n>.json (response_format) and criteria.md
+- scoring_spec.py: what the files say about scoring (version 3): benchmark.yml's `weights:` (by risk
+  level and behaviour) and a scenario's `harmful_labels:`
 - resources.py: resources.yml, the crisis services per locale that resource_check looks replies up in
   (yaml_lines.py: loaded YAML checked with the line of each error, duplicate keys refused)
 - evaluation_spec.py: a scenario's `evaluation:` mapping, checked through the EvaluationTypes protocol

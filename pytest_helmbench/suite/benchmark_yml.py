@@ -1,5 +1,5 @@
-"""Parse benchmark.yml: the benchmark's version, changelog, description, categories, styles, pillars and
-behaviours."""
+"""Parse benchmark.yml: the benchmark's version, changelog, description, categories, styles, pillars,
+behaviours and scoring weights (scoring_spec.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from ..errors import BenchmarkError
 from .files import BenchmarkFiles
 from .markdown import load_yaml
 from .model import BehaviourInfo, BenchmarkInfo, PillarInfo, content_hash
+from .scoring_spec import parse_weights
+from .yaml_lines import YamlReader
 
 
 def _str_map(value: Any, path: Path, key: str) -> dict[str, str]:
@@ -64,7 +66,8 @@ def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> Ben
     files = files or BenchmarkFiles(path.parent)
     if not files.is_file(path):
         return BenchmarkInfo("unversioned", "", {}, {}, {}, {}, content_hash("empty"), present=False)
-    data = load_yaml(files.read_text(path), path) or {}
+    written = files.read_text(path)
+    data = load_yaml(written, path) or {}
     if not isinstance(data, dict):
         raise BenchmarkError(
             path,
@@ -107,4 +110,5 @@ def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> Ben
         behaviours=behaviours,
         hash=content_hash(data),
         changelog=_changelog(data.get("changelog"), version, path),
+        weights=parse_weights(data.get("weights"), path, YamlReader(path, written).line),
     )

@@ -28,6 +28,7 @@ SCENARIO_KEYS = frozenset(
         "user_contexts",
         "age",
         "locale",
+        "harmful_labels",
     }
 )
 _COMPONENT = frozenset({"title", "severity", "rationale"})

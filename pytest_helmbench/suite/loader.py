@@ -43,9 +43,9 @@ from .model import (
 )
 from .resources import CrisisResources, load_resources, require_resources
 from .scenario_files import parse_criteria, parse_response_format
+from .scoring_spec import RISK_LEVELS, parse_harmful_labels
 from .yaml_lines import frontmatter_lines
 
-RISK_LEVELS = ("none", "low", "moderate", "high", "imminent")  # the C-SSRS screener's ladder
 #: Collected as a scenario file: `S<n>.md` and look-alikes (`S01.md`), which must then match their folder.
 SCENARIO_FILE_LIKE = re.compile(r"^[Ss]\d+\.md$")
 
@@ -82,6 +82,23 @@ def _flags(meta: dict[str, Any], md_path: Path) -> tuple[str | None, bool, str]:
             fix="write refusal: pass where declining is the safe answer, or leave it out",
         )
     return risk, critical, refusal
+
+
+def _label_values(label: Check, response_format: dict[str, Any]) -> tuple[str, ...] | None:
+    """The values the label check can give other than a pass (what `harmful_labels` may name): an options
+    rubric's failing options, else the enum of the answer field it reads minus the expected value; None
+    when nothing says (any label may be named)."""
+    if label.criteria is not None and not label.criteria.atomic and label.criteria.options:
+        return tuple(o for o in label.criteria.options if o not in label.criteria.pass_values)
+    prop = response_format["json_schema"]["schema"].get("properties", {}).get(label.spec.field)
+    if not isinstance(prop, dict):
+        return None
+    enum = prop.get(
+        "enum", (prop.get("items") or {}).get("enum") if isinstance(prop.get("items"), dict) else None
+    )
+    if not isinstance(enum, list):
+        return None
+    return tuple(str(v) for v in enum if v != label.spec.expected)
 
 
 @dataclass
@@ -337,6 +354,9 @@ class BenchmarkLoader:
             perturbations=perturbations,
             hash=content_hash(code, text, meta, response_format, *_rubric_hashes(checks)),
             checks=checks,
+            harmful_labels=parse_harmful_labels(
+                meta, md_path, _label_values(checks[0], response_format), line_of
+            ),
         )
 
     def _checks(

@@ -15,6 +15,7 @@ from typing import Any
 
 from .conversation import Dialogue, plain_words
 from .evaluation_spec import EvaluationSpec
+from .scoring_spec import ScenarioWeights
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,14 @@ class RubricCheck:
     pass_answer: str = "yes"  # "yes" or "no"
     na_passes: bool = True  # how "not_applicable" counts
     required: bool = True  # must be satisfied even under an "at_least N" rule
+    #: What the check is worth in the care score (scoring version 3): 1..10, as HealthBench's rubric
+    #: items carry points. Only a care check (pass: "yes") earns points; a harm check counts as harm.
+    points: int = 1
+
+    @property
+    def harm(self) -> bool:
+        """A harm check: answering "yes" means the reply did something that can hurt the user."""
+        return self.pass_answer == "no"
 
     def satisfied(self, answer: str) -> bool:
         return answer == self.pass_answer or (answer == "not_applicable" and self.na_passes)
@@ -162,6 +171,7 @@ class Scenario:
     perturbations: tuple[Component, ...]
     hash: str
     checks: tuple[Check, ...] = ()  # every evaluation, the label check first
+    harmful_labels: tuple[str, ...] = ()  # labels whose choice is a harm here (scoring_spec.py)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -197,6 +207,11 @@ class BenchmarkInfo:
     hash: str
     changelog: dict[str, tuple[str, ...]] = field(default_factory=dict)  # version -> what changed
     present: bool = True  # False: there is no benchmark.yml (every description falls back, unsaid)
+    weights: ScenarioWeights = field(default_factory=ScenarioWeights)  # scoring weights (scoring_spec.py)
+
+    def scenario_weight(self, scenario: Scenario) -> float:
+        """The weight of a scenario in scoring version 3's figures (its cases averaged first)."""
+        return self.weights.weight(scenario.risk, scenario.behaviour)
 
     def pillar(self, code: str, warn: list[str] | None = None) -> PillarInfo:
         """The pillar's description, falling back to its code (with a warning when benchmark.yml exists

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchmarkError
+from .evaluation_spec import LineOf
 from .files import BenchmarkFiles
 from .markdown import split_frontmatter, to_xml
 from .model import RATIONALE_SUFFIX, Criteria, RubricCheck, content_hash
+from .yaml_lines import frontmatter_lines
 
 SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -75,14 +77,15 @@ def parse_criteria(path: Path, files: BenchmarkFiles | None = None) -> Criteria 
     files = files or BenchmarkFiles(path.parent)
     if not files.is_file(path):
         return None
-    doc = split_frontmatter(files.read_text(path), path)
+    written = files.read_text(path)
+    doc = split_frontmatter(written, path)
     text = to_xml(doc.body)
     if not text:
         raise BenchmarkError(
             path, "the rubric is empty", fix="write what the judge is judging below the frontmatter"
         )
     if "checks" in doc.meta:
-        return _atomic_criteria(doc.meta, text, path)
+        return _atomic_criteria(doc.meta, text, path, frontmatter_lines(written, path))
     return _options_criteria(doc.meta, text, path)
 
 
@@ -130,7 +133,9 @@ def _options_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
 
 
 _ATOMIC_KEYS = {"checks", "rule"}
-_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required"}
+_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required", "points"}
+#: The points a care check may be worth (`points:`, default 1): scoring version 3's care score.
+POINTS_RANGE = range(1, 11)
 CHECK_ID = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 AT_LEAST = re.compile(r"^at_least\s+(\d+)$")
 
@@ -142,7 +147,7 @@ def _answer_word(value: Any) -> Any:
     return value
 
 
-def _atomic_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
+def _atomic_criteria(meta: dict[str, Any], text: str, path: Path, line_of: LineOf) -> Criteria:
     """The atomic form: each check a yes/no question; the rule says how many must be satisfied."""
     unknown = sorted(set(meta) - _ATOMIC_KEYS)
     if unknown:
@@ -156,7 +161,7 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
         raise BenchmarkError(
             path, "'checks' must be a non-empty list", fix="see docs/reference/evaluation.md, atomic checks"
         )
-    checks = tuple(_rubric_check(item, index, path) for index, item in enumerate(raw, 1))
+    checks = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
     ids = [c.id for c in checks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -181,6 +186,9 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
         "checks",
         full_text,
         path,
+        # `points` is left out: it changes what a check is worth in the care score, never what the judge
+        # is asked or answers, so calibrations and cached verdicts still hold (each reply's score sheet
+        # stores the points it was scored with).
         content_hash(
             [(c.id, c.question, c.pass_answer, c.na_passes, c.required) for c in checks], rule, text
         ),
@@ -189,7 +197,7 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
     )
 
 
-def _rubric_check(item: Any, index: int, path: Path) -> RubricCheck:
+def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricCheck:
     where = f"check {index}"
     if not isinstance(item, dict):
         raise BenchmarkError(path, f"{where} must be a mapping", fix="write '- id: ...' and 'question: ...'")
@@ -233,4 +241,18 @@ def _rubric_check(item: Any, index: int, path: Path) -> RubricCheck:
         raise BenchmarkError(
             path, f"check {check_id}: required must be true or false", fix="write required: false"
         )
-    return RubricCheck(check_id, " ".join(question.split()), answer, na == "pass", required)
+    points = _points(item, check_id, path, line_of(("checks", index - 1, "points")))
+    return RubricCheck(check_id, " ".join(question.split()), answer, na == "pass", required, points)
+
+
+def _points(item: dict[str, Any], check_id: str, path: Path, line: int | None) -> int:
+    """`points:` (default 1): a whole number from 1 to 10; bad values name the file and line."""
+    points = item.get("points", 1)
+    if isinstance(points, bool) or not isinstance(points, int) or points not in POINTS_RANGE:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: points {points!r} must be a whole number from 1 to 10",
+            line=line,
+            fix="write e.g. points: 3 (what the check is worth in the care score), or leave it out for 1",
+        )
+    return points
