@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..config import parse_ttl
+from ..errors import HelmbenchError
 from ..reporting.safe_text import for_terminal
 from .defaults import ConfigFileError, find_project
 
@@ -275,6 +276,7 @@ def report(
     if fmt is ReportFormat.json:
         write_json_report(data, target)
         return
+    from ..codes import layouts_differ_line
     from ..reporting.html_report import render_report, summaries, summary_line
 
     page = render_report(data)
@@ -283,7 +285,11 @@ def report(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
         f"{len(data.failures)} failures and errors)"
     )
-    for summary in summaries(data):
+    found = summaries(data)
+    differ = layouts_differ_line({s.label: s.layout for s in found})
+    if differ:
+        typer.echo(for_terminal(f"note: {differ}"))
+    for summary in found:
         typer.echo(for_terminal(summary_line(summary)))
 
 
@@ -396,10 +402,51 @@ def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> N
     typer.echo(f"exported {count} result row(s) as parquet to {out}", err=True)
 
 
+def items(
+    run_id: list[int] | None = typer.Option(None, "--run-id", help="runs to read (default: every run)"),
+    root: Path | None = typer.Option(
+        None, "--root", help="benchmark whose rubrics say how each item passes (default: as pytest finds it)"
+    ),
+    db: str | None = DbOption,
+) -> None:
+    """Item statistics: per scenario, check and atomic item, each model's pass rate and not_applicable
+    share, the items at the ceiling or floor, and (two models or more) each item's discrimination."""
+    from sqlmodel import Session
+
+    from ..evaluation.builtin import builtin_registry
+    from ..reporting.items import item_lines, item_stats, rubric_items
+    from ..storage.engine import safe_url
+    from ..storage.queries import load_stored_replies
+    from ..suite.loader import BenchmarkLoader
+
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            replies = load_stored_replies(session, run_id or None)
+    finally:
+        engine.dispose()
+    if not replies:
+        typer.echo(f"no scored results in {safe_url(db or default_db())}")
+        return
+    try:
+        loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())
+    except ConfigFileError as exc:
+        fail(str(exc))
+    scenarios = []
+    for code in sorted({reply.scenario for reply in replies}):
+        try:
+            scenarios.append(loader.load_scenario(loader.scenarios_dir / code))
+        except HelmbenchError:  # gone or broken on disk: its atomic items get no pass rate
+            continue
+    for line in item_lines(item_stats(replies, rubric_items(scenarios))):
+        typer.echo(for_terminal(line))
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to the `helmbench` application (in the order `--help` lists them)."""
     app.command()(costs)
     app.command()(report)
+    app.command()(items)
     app.command("export")(export_results)
     db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
     db_app.command("upgrade")(db_upgrade)
