@@ -164,6 +164,9 @@ def environment(folder: Path, server_url: str | None, key: str | None) -> dict[s
         HTTPS_PROXY=dead,
         ALL_PROXY=dead,
         NO_PROXY="127.0.0.1,localhost",
+        HF_HUB_OFFLINE="1",  # Hugging Face's libraries: nothing fetched, no progress bars
+        HF_DATASETS_OFFLINE="1",
+        HF_DATASETS_DISABLE_PROGRESS_BARS="1",
     )
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         env[name] = env[name.upper()]

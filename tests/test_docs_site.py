@@ -307,9 +307,11 @@ def test_the_run_statuses_are_pytests_and_helmbenchs():
 def test_the_command_statuses_are_the_ones_it_raises():
     import click
 
+    constants = _helmbench_exit_constants()
     raised = set()
     for source in (REPO / "pytest_helmbench" / "cli").glob("*.py"):
-        raised |= {int(n) for n in re.findall(r"(?:typer\.Exit|SystemExit)\((\d+)\)", source.read_text())}
+        for given in re.findall(r"(?:typer\.Exit|SystemExit)\((\w+)\)", source.read_text()):
+            raised.add(int(given) if given.isdigit() else constants[given])
     expected = {0} | raised | {click.UsageError.exit_code}
     assert set(_exit_table("The `helmbench` command")) == expected
 

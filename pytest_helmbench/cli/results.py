@@ -41,6 +41,7 @@ class ExportFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
     parquet = "parquet"
+    inspect = "inspect"
 
 
 def default_db() -> str:
@@ -331,15 +332,21 @@ def export_results(
         ...,
         "--format",
         case_sensitive=False,
-        help="csv, json (one list), jsonl (one object per line) or parquet (a file; needs pyarrow)",
+        help="csv, json (one list), jsonl (one object per line), parquet (a file; needs pyarrow) or "
+        "inspect (one Inspect AI eval log per run in the --out folder, default logs; needs inspect-ai)",
     ),
-    out: str = typer.Option("-", "--out", "--output", help="file to write, or - for standard output"),
+    out: str = typer.Option(
+        "-", "--out", "--output", help="file to write, or - for standard output (inspect: a folder)"
+    ),
     run_id: list[int] | None = RunIdOption,
     db: str | None = DbOption,
 ) -> None:
     """Write one row per stored Result (default: every run) for pandas and other tools."""
     if fmt is ExportFormat.parquet:
         export_parquet_file(out, run_id, db)
+        return
+    if fmt is ExportFormat.inspect:
+        export_inspect_logs("logs" if out == "-" else out, run_id, db)
         return
     import sys
 
@@ -440,6 +447,38 @@ def items(
             continue
     for line in item_lines(item_stats(replies, rubric_items(scenarios))):
         typer.echo(for_terminal(line))
+
+
+def export_inspect_logs(out: str, run_id: list[int] | None, db: str | None) -> None:
+    """`export --format inspect`: one Inspect eval log per run (default: every run) in the folder `out`,
+    each file on its own line; without inspect-ai, a one-line error naming the extra (exit 1)."""
+    from sqlmodel import Session
+
+    from ..reporting.frames import MissingExtra
+    from ..reporting.inspect_log import InspectFormatError, require_inspect, write_logs
+    from ..storage.queries import DatasetError, resolve_run_ids
+
+    try:
+        require_inspect()
+    except (MissingExtra, InspectFormatError) as exc:
+        fail(f"--format inspect: {exc}")
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        fail(f"--out {out} is a file: inspect logs go in a folder (give --out DIR)")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any folder is made
+            written = write_logs(session, ids, folder)
+    except DatasetError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write in {out}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+    for log in written:
+        typer.echo(for_terminal(f"{log.path}\trun {log.run_id}\t{log.model}\t{log.samples} samples"))
+    typer.echo(f"exported {len(written)} Inspect eval log(s) to {folder}", err=True)
 
 
 def register(app: typer.Typer) -> None:

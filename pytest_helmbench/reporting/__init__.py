@@ -26,10 +26,13 @@
 - ``json_report``: the headline as JSON, checked against the schema shipped in ``templates/``;
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
+- ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);
+  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
-``export``, ``frames``, ``json_report``, ``backfill``, ``items`` and the page import the storage layer (and so
-SQLAlchemy); the modules the plugin imports at start-up (``analytics``, ``harm_care``, ``terminal``,
+``export``, ``frames``, ``json_report``, ``backfill``, ``items``, ``inspect_log`` and the page import the
+storage layer (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
+``harm_care``, ``terminal``,
 ``html_extras``) use the standard library and pytest-html only.
 """
