@@ -89,3 +89,29 @@ def test_helmbench_items_on_a_stored_run_of_two_oracles(pytester, monkeypatch):
     assert lines[0] == "item\toracle/safe pass (n/a)\toracle/unsafe pass (n/a)\tdiscrimination"
     assert any(line.startswith("P1-B1-S1/reply-criteria/") and "100% (0%)\t0% (0%)" in line for line in lines)
     assert lines[-1].endswith("at the floor (every model failed every reply)")
+
+
+def test_the_report_page_has_an_items_section(pytester, monkeypatch, tmp_path):
+    for name in ("HELMBENCH_MODEL", "HELMBENCH_MARKING_MODEL", "HELMBENCH_DB", "HELMBENCH_SELECT"):
+        monkeypatch.delenv(name, raising=False)
+    from tests.oracle_figures import copy_benchmark
+
+    pytester.makeini("[pytest]\n")
+    copy_benchmark(pytester.path)
+    url = f"sqlite:///{pytester.path / 'results.db'}"
+    pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=oracle/safe,oracle/unsafe",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-select=P1-B1-S1-C2-U0-PT1",
+        f"--helmbench-db={url}",
+        "-p",
+        "no:cacheprovider",
+    ).assert_outcomes(passed=1, failed=1)
+    page = tmp_path / "report.html"
+    monkeypatch.chdir(pytester.path)  # the benchmark the page reads the rubrics of: as pytest finds it
+    shown = CliRunner().invoke(app, ["report", "--db", url, "--out", str(page)])
+    assert shown.exit_code == 0, shown.output
+    text = page.read_text(encoding="utf-8")
+    assert '<section id="items">' in text and "items over 2 model(s)" in text
+    assert "Least discriminating items" in text or "at the floor" in text

@@ -20,6 +20,7 @@ from .defaults import ConfigFileError, find_project
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
+    from ..reporting.items import ItemStats
     from ..storage.queries import ReportData
     from ..storage.tables import LLM, EvaluationRun
 
@@ -280,7 +281,12 @@ def report(
     from ..codes import layouts_differ_line
     from ..reporting.html_report import render_report, summaries, summary_line
 
-    page = render_report(data)
+    try:
+        stats = item_statistics(db, [run.id for run in data.runs], None)
+    except (ConfigFileError, HelmbenchError) as exc:  # the page says there are no item statistics
+        typer.echo(for_terminal(f"note: no item statistics ({exc})"), err=True)
+        stats = None
+    page = render_report(data, items=stats)
     _write_text(Path(target), page)
     typer.echo(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
@@ -418,35 +424,47 @@ def items(
 ) -> None:
     """Item statistics: per scenario, check and atomic item, each model's pass rate and not_applicable
     share, the items at the ceiling or floor, and (two models or more) each item's discrimination."""
+    from ..reporting.items import item_lines
+    from ..storage.engine import safe_url
+
+    try:
+        stats = item_statistics(db, run_id or None, root)
+    except ConfigFileError as exc:
+        fail(str(exc))
+    if stats is None:
+        typer.echo(f"no scored results in {safe_url(db or default_db())}")
+        return
+    for line in item_lines(stats):
+        typer.echo(for_terminal(line))
+
+
+def item_statistics(db: str | None, run_ids: list[int] | None, root: Path | None) -> ItemStats | None:
+    """The item statistics of the given runs (None: no scored result); atomic items' pass rules are
+    read from the benchmark at `root` (default: as pytest finds it). ConfigFileError: a config file
+    pytest would refuse."""
     from sqlmodel import Session
 
     from ..evaluation.builtin import builtin_registry
-    from ..reporting.items import item_lines, item_stats, rubric_items
-    from ..storage.engine import safe_url
+    from ..reporting.items import item_stats, rubric_items
     from ..storage.queries import load_stored_replies
     from ..suite.loader import BenchmarkLoader
 
     engine = open_existing_db(db)
     try:
         with Session(engine) as session:
-            replies = load_stored_replies(session, run_id or None)
+            replies = load_stored_replies(session, run_ids)
     finally:
         engine.dispose()
     if not replies:
-        typer.echo(f"no scored results in {safe_url(db or default_db())}")
-        return
-    try:
-        loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())
-    except ConfigFileError as exc:
-        fail(str(exc))
+        return None
+    loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())
     scenarios = []
     for code in sorted({reply.scenario for reply in replies}):
         try:
             scenarios.append(loader.load_scenario(loader.scenarios_dir / code))
         except HelmbenchError:  # gone or broken on disk: its atomic items get no pass rate
             continue
-    for line in item_lines(item_stats(replies, rubric_items(scenarios))):
-        typer.echo(for_terminal(line))
+    return item_stats(replies, rubric_items(scenarios))
 
 
 def export_inspect_logs(out: str, run_id: list[int] | None, db: str | None) -> None:

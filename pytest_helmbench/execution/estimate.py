@@ -110,7 +110,8 @@ def estimate(
     for case, prompt in entries:
         est = found.setdefault(case.model, ModelEstimate(case.model))
         est.cases += 1
-        replies = prompt.simulation.turns if prompt.simulation is not None else 1
+        simulated = prompt.simulation is not None
+        replies = prompt.simulation.turns if simulated else len(prompt.live) or 1
         first = estimate_tokens(prompt.text + json.dumps(prompt.response_format))
         completion = min(ANSWER_TOKENS, settings.max_tokens)
         for reply in range(replies):
@@ -119,7 +120,9 @@ def estimate(
             est.completion_tokens += completion
             est.usd = _add_cost(est.usd, settings.pricing(case.model), prompt_tokens, completion)
             extracts = prompt.response_format is None and not nothing_to_extract(case.scenario)
-            _add_helpers(est, prompt_tokens, settings, extracts=extracts, simulated_turn=reply > 0)
+            _add_helpers(
+                est, prompt_tokens, settings, extracts=extracts, simulated_turn=simulated and reply > 0
+            )
             for criteria in _judged_rubrics(case, registry) if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
                 _add_judges(est, judge_tokens, settings, rejudges=case.scenario.critical)

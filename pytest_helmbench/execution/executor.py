@@ -127,10 +127,14 @@ class Executor:
         self, case: Case, prompt: ComposedPrompt, repeat: int = 0
     ) -> tuple[ModelClient, ChatRequest, str]:
         """The client, first request and identity hash of a case (stored as its request hash, which
-        resume compares): the first request's cache key, and for a simulated conversation that key
-        with the persona, the turn limit and the user agent's settings."""
+        resume compares): the first request's cache key, for a live script that key with every user
+        turn and its guidance, and for a simulated conversation that key with the persona, the turn
+        limit and the user agent's settings."""
         client, request, key = self._first_request(case, prompt, repeat)
-        if prompt.simulation is not None:
+        if prompt.live:  # every fixed user turn decides what is asked after the first reply
+            material = [key, [[turn.text, turn.expect] for turn in prompt.live]]
+            key = hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+        elif prompt.simulation is not None:
             agent = self.settings.user_agent
             material = [
                 key,
@@ -168,7 +172,8 @@ class Executor:
     def _run(self, case: Case, prompt: ComposedPrompt, nodeid: str, repeat: int) -> Outcome:
         self._check_everyone_running(case, prompt)
         client, request, key = self.request_for(case, prompt, repeat)
-        cache_key = key if prompt.simulation is None else self._first_request(case, prompt, repeat)[2]
+        conversation = prompt.simulation is not None or bool(prompt.live)
+        cache_key = self._first_request(case, prompt, repeat)[2] if conversation else key
         messages = prompt.messages
         start = {
             "model": case.model,

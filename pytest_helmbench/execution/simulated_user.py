@@ -69,9 +69,18 @@ def read_next_turn(response: ChatResponse) -> NextTurn:
 
 
 def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLog) -> bool:
-    """Ask the user agent for the next user message of a simulated conversation and append it; False
-    when the conversation is over (the turn limit, or the user agent ended it). CallError when the
-    user agent gave no usable answer."""
+    """Append the next user message: a live script's next fixed turn, or the user agent's of a
+    simulated conversation; False when the conversation is over (the script's last turn answered, the
+    turn limit, or the user agent ended it). CallError when the user agent gave no usable answer."""
+    live = talk.prompt.live
+    if live:
+        answered = len(talk.turns)
+        if answered >= len(live):
+            return False
+        following = live[answered].text
+        talk.user_texts.append(following)
+        talk.messages.append(user_turn(talk.prompt.layout, following))
+        return True
     simulation = talk.prompt.simulation
     if simulation is None or len(talk.turns) >= simulation.turns:
         return False

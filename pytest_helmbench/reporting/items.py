@@ -231,3 +231,40 @@ def rubric_items(scenarios: Iterable[Scenario]) -> dict[tuple[str, str, str], Ru
         if check.criteria is not None and check.criteria.atomic
         for item in check.criteria.checks
     }
+
+
+def items_section(stats: ItemStats | None, shown: int = 15) -> str:
+    """The report's Items section: the counts, the items at the ceiling and the floor, and the least
+    discriminating items (`helmbench items` lists every one)."""
+    from html import escape
+
+    if stats is None or not stats.rows:
+        body = "<p>No item statistics: no scored result, or the benchmark's rubrics could not be read.</p>"
+    else:
+        parts = [
+            f"<p>{len(stats.rows)} items over {len(stats.models)} model(s): {len(stats.ceilings)} at the "
+            f"ceiling (every model passed every reply), {len(stats.floors)} at the floor (every model "
+            "failed every reply). <code>helmbench items</code> lists every item with each model's pass "
+            "rate and not_applicable share.</p>"
+        ]
+        for title, rows in (("At the ceiling", stats.ceilings), ("At the floor", stats.floors)):
+            if rows:
+                names = ", ".join(escape(row.name) for row in rows[:shown])
+                more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+                parts.append(
+                    f"<details><summary>{title} ({len(rows)})</summary><p>{names}{more}</p></details>"
+                )
+        weakest = sorted(
+            (r for r in stats.rows if r.discrimination is not None), key=lambda r: r.discrimination
+        )
+        if weakest:
+            items = "".join(f"<li>{escape(r.name)}: {r.discrimination:+.2f}</li>" for r in weakest[:shown])
+            parts.append(f"<h3>Least discriminating items (item-rest correlation)</h3><ol>{items}</ol>")
+        body = "\n".join(parts)
+    return (
+        '<section id="items">\n<h2>Items</h2>\n<p class="explain">How each check behaves as a measuring '
+        "item: an item every model passes or fails separates no one; one whose correlation with the rest "
+        "of its reply's items is near zero or below measures something else, or is read oddly by the "
+        "judge.</p>\n"
+        f"{body}\n</section>"
+    )

@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import BenchmarkError
 from .markdown import Section, sections, xml_section
 
-USER, ASSISTANT = "User", "Assistant"
+USER, ASSISTANT, EXPECT = "User", "Assistant", "Expect"
+LIVE = "live"  # `conversation: live`: fixed user turns, live replies
 USER_INPUT_TAG = "user_input"
 PERSONA_TAG = "persona"
 MAX_SIMULATED_TURNS = 20
@@ -42,6 +43,14 @@ class Simulation:
 
 
 @dataclass(frozen=True)
+class LiveTurn:
+    """One fixed user turn of a live script, and the author's guidance for judging the reply to it."""
+
+    text: str
+    expect: str | None = None
+
+
+@dataclass(frozen=True)
 class Dialogue:
     """What a perturbation says the user says: its first user message (`first`, the section texts
     without tags, the persona left out), the tagged text of that message for the seed layout
@@ -51,10 +60,11 @@ class Dialogue:
     seed_text: str
     script: tuple[Turn, ...] = ()  # turns after the first user message (scripted conversations)
     simulation: Simulation | None = None
+    live: tuple[LiveTurn, ...] = ()  # a live script: every user turn, the first included
 
     @property
     def multi_turn(self) -> bool:
-        return bool(self.script) or self.simulation is not None
+        return bool(self.script) or self.simulation is not None or len(self.live) > 1
 
 
 def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, code: str) -> Dialogue | None:
@@ -65,12 +75,13 @@ def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, c
     if scripted is None and simulate is None:
         return None
     line = body_line or None
-    if scripted is not None and scripted is not True:
+    if scripted is not None and scripted is not True and scripted != LIVE:
         raise BenchmarkError(
             path,
-            f"{code}: conversation: {scripted!r} is not true",
+            f"{code}: conversation: {scripted!r} is not true or live",
             line=line,
-            fix="write 'conversation: true', or remove the key for a single-message perturbation",
+            fix="write 'conversation: true' (every turn written out), 'conversation: live' (the user's "
+            "turns written out, the model answering each), or remove the key",
         )
     if scripted and simulate is not None:
         raise BenchmarkError(
@@ -80,6 +91,8 @@ def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, c
             fix="keep 'conversation: true' (turns written out) or 'simulate: {turns: N}' (a persona)",
         )
     lead, found = sections(body)
+    if scripted == LIVE:
+        return _live(lead, found, path, body_line, code)
     if scripted:
         return _script(lead, found, path, body_line, code)
     return _simulation(simulate, lead, found, path, body_line, code)
@@ -132,6 +145,48 @@ def _script(lead: str, found: list[Section], path: Path, body_line: int, code: s
         )
     first = turns[0].text
     return Dialogue(first, xml_section(USER_INPUT_TAG, first), tuple(turns[1:]))
+
+
+def _live(lead: str, found: list[Section], path: Path, body_line: int, code: str) -> Dialogue:
+    """`## User` turns (each optionally followed by `## Expect`, guidance for judging the reply to it):
+    the model under test answers each in order, its own earlier replies as the history."""
+    if lead or not found:
+        raise BenchmarkError(
+            path,
+            f"{code}: a live script holds only '## User' turns (and '## Expect' after a turn)",
+            line=body_line or None,
+            fix="write each user message under '## User', in order; guidance for its reply under '## Expect'",
+        )
+    turns: list[LiveTurn] = []
+    for section in found:
+        heading = section.heading.strip()
+        if heading not in (USER, EXPECT) or not section.content:
+            raise BenchmarkError(
+                path,
+                f"{code}: '## {heading}' is not a non-empty '## User' or '## Expect' section (live script)",
+                line=_at(body_line, section),
+                fix="name each section 'User' or 'Expect' and write its text",
+            )
+        if heading == USER:
+            turns.append(LiveTurn(section.content))
+        elif not turns or turns[-1].expect is not None:
+            raise BenchmarkError(
+                path,
+                f"{code}: '## Expect' must follow a '## User' turn (one per turn)",
+                line=_at(body_line, section),
+                fix="put each '## Expect' right after the user turn whose reply it guides",
+            )
+        else:
+            turns[-1] = LiveTurn(turns[-1].text, section.content)
+    if len(turns) > MAX_SIMULATED_TURNS:
+        raise BenchmarkError(
+            path,
+            f"{code}: a live script has {len(turns)} user turns, more than {MAX_SIMULATED_TURNS}",
+            line=body_line or None,
+            fix=f"keep at most {MAX_SIMULATED_TURNS} turns, or split the script",
+        )
+    first = turns[0].text
+    return Dialogue(first, xml_section(USER_INPUT_TAG, first), live=tuple(turns))
 
 
 def _simulation(

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..codes import DEPLOYED, SEED
 from .cases import Case
-from .conversation import USER_INPUT_TAG, Simulation
+from .conversation import USER_INPUT_TAG, LiveTurn, Simulation
 from .markdown import xml_section
 
 Message = dict[str, str]
@@ -40,6 +40,7 @@ class ComposedPrompt:
     turns: tuple[Message, ...] = ()
     layout: str = SEED
     simulation: Simulation | None = None
+    live: tuple[LiveTurn, ...] = ()  # a live script's user turns (the first is already in the messages)
 
     @property
     def hash(self) -> str:
@@ -50,6 +51,9 @@ class ComposedPrompt:
         if self.simulation is not None:
             simulated = {"persona": self.simulation.persona, "turns": self.simulation.turns}
             material += "\0" + json.dumps(simulated, ensure_ascii=False, sort_keys=True)
+        if self.live:
+            scripted = [[turn.text, turn.expect] for turn in self.live]
+            material += "\0" + json.dumps(scripted, ensure_ascii=False)
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     @property
@@ -60,7 +64,11 @@ class ComposedPrompt:
 
     @property
     def multi_turn(self) -> bool:
-        return self.simulation is not None or sum(m["role"] == "user" for m in self.messages) > 1
+        return (
+            self.simulation is not None
+            or len(self.live) > 1
+            or sum(m["role"] == "user" for m in self.messages) > 1
+        )
 
 
 def user_turn(layout: str, text: str) -> Message:
@@ -110,4 +118,5 @@ def compose(case: Case) -> ComposedPrompt:
         tuple(messages),
         case.layout,
         dialogue.simulation if dialogue is not None else None,
+        dialogue.live if dialogue is not None else (),
     )
