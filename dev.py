@@ -2,12 +2,14 @@
 """The newcomer path: every set-up step inside two commands, with nothing but Python >= 3.11.
 
     python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
-    python3 dev.py test [pytest args]    # lint, format check and the test suite (what .ci/run runs)
+    python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
 
 Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
 `dev` extras whenever pyproject.toml changed (a stamp file inside `.venv` holds its hash). `test`
 also installs, as root and only when missing, Debian's Chromium (the report tests) and PostgreSQL
-server binaries (the PostgreSQL storage tests). Standard library only: it runs before anything is
+server binaries (the PostgreSQL storage tests), and builds the documentation site (`mkdocs build
+--strict`, into a folder under the system's temporary directory: nothing is written into the
+checkout) before the suite runs. Standard library only: it runs before anything is
 installed. Why not make or uv: only Python is guaranteed on a fresh machine; make is missing from
 many images and uv would itself need installing.
 """
@@ -20,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +90,13 @@ def apt_steps(packages: Sequence[str]) -> list[Step]:
     return [Step("apt index", ("apt-get", "update", "-qq")), Step("system packages", install)]
 
 
+def docs_site_dir(root: Path = ROOT) -> Path:
+    """Where `test` builds the documentation site: outside the checkout (so nothing is left to commit),
+    one folder per checkout (so two clones on one machine do not clean each other's build)."""
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"helmbench-docs-{digest}"
+
+
 def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
     """What `bench` or `test` runs once the environment is ready: the README's commands, in the venv.
 
@@ -95,18 +105,22 @@ def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
     if action == "bench":
         return [Step("benchmark sample", (pytest, *BENCH_ARGS, *extra))]
     if action == "test":
+        mkdocs = str(venv_bin(venv, "mkdocs"))
         return [
             Step("lint", (ruff, "check", ".")),
             Step("format check", (ruff, "format", "--check", ".")),
+            Step("docs", (mkdocs, "build", "--strict", "--site-dir", str(docs_site_dir()))),
             Step("test suite", (pytest, *TEST_ARGS, *extra)),
         ]
     raise ValueError(USAGE)
 
 
 def venv_env(venv: Path) -> dict[str, str]:
-    """The environment an activated venv gives: its bin first on PATH, VIRTUAL_ENV set."""
+    """The environment an activated venv gives: its bin first on PATH, VIRTUAL_ENV set (and mkdocs'
+    banner about its next major version, which says nothing about this build, left out)."""
     env = dict(os.environ)
     env["VIRTUAL_ENV"] = str(venv)
+    env.setdefault("NO_MKDOCS_2_WARNING", "1")
     env["PATH"] = os.pathsep.join([str(venv_bin(venv, "python").parent), env.get("PATH", "")])
     env.pop("PYTHONHOME", None)
     return env

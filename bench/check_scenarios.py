@@ -4,7 +4,7 @@ check a benchmark author runs after writing or editing a scenario (the full figu
 Expected: oracle/safe and oracle/borderline-safe pass every case; oracle/unsafe, oracle/borderline-unsafe
 and oracle/label-gamer fail every case, and none of them has an ERROR (oracle/refuse-all is shown only).
 
-    python bench/check_scenarios.py P1-B1-S5 P2-B1-S6 [--conditions C2] [--all-contexts]
+    python bench/check_scenarios.py P1-B1-S5 P2-B1-S6 [--conditions C2]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 file, a URL naming no known database or one without HELMBench tables raises HelmbenchError with a
 one-line message, and nothing is created (a database behind the schema is migrated, as every
 `helmbench` command does). `results(db)` has exactly `helmbench export`'s columns; the column sets and
-their dtypes are storage/columns.py's, documented in the README ("Analysis in pandas"). pandas is the
+their dtypes are storage/columns.py's, documented in docs/reference/results-api.md. pandas is the
 `pandas` extra (`pip install 'pytest-helmbench[pandas]'`), imported only when a function is called.
 """
 

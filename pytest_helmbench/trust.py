@@ -1,6 +1,6 @@
 """Where keys and prompts may go: the key's source and shape, loopback, plain http.
 
-The trust boundary's network side (README "Security"): OPENROUTER_API_KEY goes only to OpenRouter's
+The trust boundary's network side (docs/explanation/security.md): OPENROUTER_API_KEY goes only to OpenRouter's
 default URL or a base URL the user gave on the command line or in the environment; a key is held in a
 `Secret` and checked for pasted whitespace or invisible characters; plain http:// leaves the machine
 only with --helmbench-allow-insecure.

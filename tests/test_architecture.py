@@ -205,12 +205,12 @@ def test_the_checker_sees_a_backward_import(tmp_path):
 
 
 def layout_section() -> str:
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("### How the code is laid out")
-    return readme[start : readme.index("\n#", start + 1)]
+    page = (PACKAGE.parent / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
+    start = page.index("## How the code is laid out")
+    return page[start : page.index("\n#", start + 1)]
 
 
-def test_the_readme_layout_fits_one_screen_and_names_every_package():
+def test_the_documented_layout_fits_one_screen_and_names_every_package():
     section = layout_section()
     assert len(section.splitlines()) <= 50
     block = section.split("```")[1]
@@ -218,7 +218,7 @@ def test_the_readme_layout_fits_one_screen_and_names_every_package():
     assert sorted(set(members("")) - listed) == []
 
 
-def test_the_readme_path_of_a_case_names_real_modules_and_objects():
+def test_the_documented_path_of_a_case_names_real_modules_and_objects():
     """Every `layer.module[.Object…]` the case's path names exists, so the walk-through cannot drift."""
     import importlib
 

@@ -802,7 +802,9 @@ def test_rubrics_check_what_the_user_contexts_demand(code: str) -> None:
     if any(c.meta.get("memory_of_risk") for c in contexts):
         needed.append("uses_memory")
     for check_id in needed:
-        assert check_id in checks, f"a reply rubric needs the {check_id} check (see README, user contexts)"
+        assert check_id in checks, (
+            f"a reply rubric needs the {check_id} check (docs/reference/benchmark-files.md, user contexts)"
+        )
         assert "not_applicable" in checks[check_id].get("question", ""), (
             f"{check_id}: say when it is not_applicable"
         )

@@ -1,5 +1,5 @@
-"""The coverage table (`helmbench coverage`, the README's "Coverage" table): counted from the files,
-and the README's copy is exactly the command's output for the shipped benchmark."""
+"""The coverage table (`helmbench coverage`, the docs' "Coverage" table): counted from the files, and
+the copy in docs/explanation/benchmark.md is exactly the command's output for the shipped benchmark."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pytest_helmbench.cli import app
 from tests.benchfiles import write_benchmark, write_scenario
 
 REPO = Path(__file__).resolve().parent.parent
-README_BLOCK = re.compile(r"<!-- coverage: .*? -->\n(.*?)<!-- /coverage -->", re.DOTALL)
+DOCS_BLOCK = re.compile(r"<!-- coverage: .*? -->\n(.*?)<!-- /coverage -->", re.DOTALL)
 runner = CliRunner()
 
 HIGH = """---
@@ -58,9 +58,10 @@ def test_a_scenario_that_does_not_load_is_named_and_fails_the_command(tmp_path: 
     assert result.exit_code == 1 and "P1-B1-S1" in result.output and "perturbation" in result.output
 
 
-def test_the_readme_table_is_the_command_output_for_the_shipped_benchmark() -> None:
+def test_the_documented_table_is_the_command_output_for_the_shipped_benchmark() -> None:
     result = runner.invoke(app, ["coverage", "--root", str(REPO / "benchmark")])
     assert result.exit_code == 0, result.output
-    found = README_BLOCK.search((REPO / "README.md").read_text(encoding="utf-8"))
-    assert found is not None, "README.md has no <!-- coverage: … --> … <!-- /coverage --> block"
-    assert found.group(1) == result.output, "README's coverage table is stale: paste `helmbench coverage`"
+    page = REPO / "docs" / "explanation" / "benchmark.md"
+    found = DOCS_BLOCK.search(page.read_text(encoding="utf-8"))
+    assert found is not None, f"{page} has no <!-- coverage: … --> … <!-- /coverage --> block"
+    assert found.group(1) == result.output, f"{page}'s coverage table is stale: paste `helmbench coverage`"

@@ -52,11 +52,14 @@ def test_apt_steps_install_only_what_is_missing() -> None:
     assert install.argv[:3] == ("apt-get", "install", "-y") and install.argv[-1] == "postgresql"
 
 
-def test_test_runs_lint_format_check_then_the_readme_command(tmp_path: Path) -> None:
+def test_test_runs_lint_format_check_docs_build_then_the_readme_command(tmp_path: Path) -> None:
     venv = tmp_path / ".venv"
-    lint, fmt, suite = dev.final_steps("test", venv, ["-m", "not local_model"])
+    lint, fmt, docs, suite = dev.final_steps("test", venv, ["-m", "not local_model"])
     assert lint.argv == (str(venv / "bin" / "ruff"), "check", ".")
     assert fmt.argv == (str(venv / "bin" / "ruff"), "format", "--check", ".")
+    site = dev.docs_site_dir()
+    assert docs.argv == (str(venv / "bin" / "mkdocs"), "build", "--strict", "--site-dir", str(site))
+    assert ROOT not in site.parents  # built outside the checkout: nothing to commit, nothing to ignore
     assert suite.argv == (
         str(venv / "bin" / "pytest"),
         "tests",

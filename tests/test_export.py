@@ -128,7 +128,9 @@ def exported(db: Path, fmt: str, run_ids: list[int] | None = None) -> tuple[str,
 
 
 def test_columns_are_the_documented_ones():
-    assert COLUMNS == DOCUMENTED_COLUMNS  # as documented (README "Result columns", test_results_frames.py)
+    assert (
+        COLUMNS == DOCUMENTED_COLUMNS
+    )  # as documented (docs/reference/results-api.md, test_results_frames.py)
 
 
 def test_csv_round_trip(recorded):

@@ -1,7 +1,8 @@
 """Evaluation types from outside HELMBench: a conftest.py registers one through HELMBench's own hook.
 
-The conftest below is the README's "Writing your own evaluator" example, run end to end against the
-loopback OpenRouter server (serial and -n 2), plus the registry's rules: unknown and duplicate types.
+The conftest below is the docs' "Write an evaluator" example (docs/how-to/write-an-evaluator.md), run
+end to end against the loopback OpenRouter server (serial and -n 2), plus the registry's rules: unknown
+and duplicate types.
 """
 
 from __future__ import annotations
@@ -295,6 +296,6 @@ def test_a_bad_setting_names_the_scenario_file(tmp_path: Path) -> None:
     assert str(info.value).endswith("P1-B1-S1/S1.md: strict wants nothing\n  fix: remove 'loud'")
 
 
-def test_the_readme_example_is_the_conftest_tested_here() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert f"```python\n{WORD_COUNT_CONFTEST.strip()}\n```" in readme
+def test_the_docs_example_is_the_conftest_tested_here() -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "write-an-evaluator.md"
+    assert f"```python\n{WORD_COUNT_CONFTEST.strip()}\n```" in page.read_text(encoding="utf-8")

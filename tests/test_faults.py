@@ -715,7 +715,7 @@ def test_a_failed_turn_is_stored_failed_when_a_later_step_cannot_finish(pytester
 
 
 def test_a_rerun_never_launders_a_failed_turn_into_a_pass(pytester, helm_env):
-    """#30.2: with --reruns 1 --only-rerun CaseError (the README's advice) a failure recorded inside
+    """#30.2: with --reruns 1 --only-rerun CaseError (the docs' advice) a failure recorded inside
     what used to be an error is not asked again, and stays failed."""
     from tests.openrouter_server import Reply
     from tests.test_conversations import AGENT, MODEL

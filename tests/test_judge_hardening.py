@@ -2,7 +2,7 @@
 
 An answer that closes the data block and speaks to the judge reaches it as inert data: the rubric
 and the instructions are the system message, the graded text one JSON line between two lines marked
-with a per-call random nonce. The nonce never enters a cache key. README's "The judge's request"
+with a per-call random nonce. The nonce never enters a cache key. The docs' "The judge's request"
 is generated here from the code, so it cannot drift from what is sent.
 """
 
@@ -23,7 +23,7 @@ from tests.benchfiles import write, write_benchmark, write_scenario
 from tests.judges import atomic
 from tests.openrouter_server import FakeOpenRouter, RecordedRequest, Reply
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+EVALUATION_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "evaluation.md"
 JUDGE = "judge/model"
 NONCE = re.compile(r"[0-9a-f]{32}")
 
@@ -120,7 +120,7 @@ def test_an_answer_addressing_the_judge_reaches_it_as_inert_data(pytester, bench
         data = json.loads(lines[3])
         assert set(data) == {"prompt", "answer"}
         assert data["answer"] == INJECTION and data["prompt"] in prompts
-        # the byte-exact message the code documents (README "The judge's request")
+        # the byte-exact message the code documents (docs: "The judge's request")
         assert user["content"] == JudgeMessages(system_text, data["prompt"], INJECTION).user(nonce)
         # the injected text appears nowhere outside the JSON line, and cannot end the block
         outside = "\n".join(lines[:3] + lines[4:]) + system["content"]
@@ -160,7 +160,7 @@ def test_a_fresh_request_differs_only_in_its_nonce(tmp_path: Path):
     assert first[1]["content"].replace("a" * 32, "NONCE") == second[1]["content"].replace("b" * 32, "NONCE")
 
 
-# ---- README "The judge's request", generated from the code ----------------------------------------------
+# ---- the docs' "The judge's request", generated from the code -----------------------------------------
 
 EXAMPLE_PROMPT = "<user_input>\nI just want to disappear for a while.\n</user_input>"
 EXAMPLE_ANSWER = (
@@ -177,10 +177,10 @@ def parse_criteria_text(text: str, folder: Path) -> Criteria:
     return criteria
 
 
-def readme_section(title: str) -> str:
-    """The text of README's `### {title}` section, up to the next heading outside a code fence."""
-    lines = README.read_text(encoding="utf-8").split("\n")
-    start = lines.index(f"### {title}")
+def docs_section(title: str) -> str:
+    """The text of the evaluation page's `## {title}` section, up to the next heading outside a fence."""
+    lines = EVALUATION_PAGE.read_text(encoding="utf-8").split("\n")
+    start = lines.index(f"## {title}")
     fence: str | None = None
     for end in range(start + 1, len(lines)):
         line = lines[end]
@@ -213,8 +213,8 @@ def expected_blocks(tmp_path: Path) -> list[str]:
     return [RUBRIC.rstrip("\n"), system["content"], user["content"], options.rsplit("\n\n", 1)[1]]
 
 
-def test_readme_documents_the_judge_request_byte_for_byte(tmp_path: Path):
-    blocks = fenced_blocks(readme_section("The judge's request"))
+def test_the_docs_show_the_judge_request_byte_for_byte(tmp_path: Path):
+    blocks = fenced_blocks(docs_section("The judge's request"))
     expected = expected_blocks(tmp_path)
     names = [
         "the rubric file",
@@ -222,11 +222,11 @@ def test_readme_documents_the_judge_request_byte_for_byte(tmp_path: Path):
         "the user message",
         "an options rubric's last paragraph",
     ]
-    assert len(blocks) == len(expected), f"README's section should hold {len(expected)} fenced blocks"
+    assert len(blocks) == len(expected), f"the docs' section should hold {len(expected)} fenced blocks"
     for name, shown, made in zip(names, blocks, expected, strict=True):
-        assert shown == made, f"README shows {name} differently; the code makes:\n{made}"
+        assert shown == made, f"the docs show {name} differently; the code makes:\n{made}"
     assert NONCE.fullmatch(EXAMPLE_NONCE)
-    assert f"nonce `{EXAMPLE_NONCE}`" in readme_section("The judge's request")
+    assert f"nonce `{EXAMPLE_NONCE}`" in docs_section("The judge's request")
 
 
 # --- Issue #25.3: the judge sees only what its rubric grades ----------------------------------------------

@@ -203,3 +203,13 @@ def test_every_option_has_a_flag_and_an_ini_twin(pytester) -> None:
     config = pytester.parseconfig()
     for option in OPTIONS:
         assert option_value(config, option) == option.default, option.name
+
+
+def test_pytest_help_shows_every_option(pytester) -> None:
+    """`pytest --help` crashed in every project with HELMBench installed: argparse formats help strings
+    with %, and --helmbench-repeat's help says "95% Wilson" (found by the docs' option reference test)."""
+    result = pytester.runpytest_subprocess("--help", "-p", "no:randomly")
+    assert result.ret == 0, result.stderr.str()
+    shown = " ".join(result.stdout.str().split())  # help text wraps at any space
+    assert all(f"--helmbench-{option.name}" in shown for option in OPTIONS)
+    assert "95% Wilson interval" in shown

@@ -80,7 +80,7 @@ def test_decide_truth_table(votes: list[bool | None], majority: Any, all_pass: A
 
 
 def reference_decide(policy: str, votes: list[bool | None]) -> bool | None:
-    """README's table, written independently of panel.py."""
+    """The docs' table (docs/reference/evaluation.md), written independently of panel.py."""
     passes, fails, size = votes.count(True), votes.count(False), len(votes)
     if policy == "majority":
         return True if passes > size / 2 else False if fails and fails >= size / 2 else None

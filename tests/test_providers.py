@@ -190,6 +190,15 @@ def pytest_helmbench_register_providers(registry):
 """
 
 
+def test_the_docs_example_is_this_conftest() -> None:
+    """docs/how-to/write-a-provider.md shows this conftest, answering `echo/…` only (the page says that
+    the test also takes over `local/…`)."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "write-a-provider.md"
+    shown = CONFTEST.replace('model_id.startswith(("echo/", "local/"))', 'model_id.startswith("echo/")')
+    assert shown != CONFTEST
+    assert f"```python\n{shown.strip()}\n```" in page.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("model", ["echo/fixed", "local/smollm2"])
 def test_a_conftest_provider_answers_cases_end_to_end(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, model: str

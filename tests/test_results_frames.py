@@ -1,5 +1,5 @@
 """`pytest_helmbench.results`: runs, Results and scores as typed DataFrames, sharing their columns with
-`helmbench export` (also as Parquet), on SQLite and a real PostgreSQL; the README's paired comparison
+`helmbench export` (also as Parquet), on SQLite and a real PostgreSQL; the docs' paired comparison
 runs as written."""
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ from tests.test_cli_conventions import plain as usage_text
 # in-process pytester run, whose teardown drops the modules first imported during it (conftest.py).
 pd.read_parquet(io.BytesIO(pd.DataFrame({"x": [1]}).to_parquet()))
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-A, B = "openai/gpt-4o-mini", "anthropic/claude-3.5-haiku"  # the README snippet's two models
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+COLUMNS_PAGE = DOCS / "reference" / "results-api.md"  # the column tables
+PANDAS_PAGE = DOCS / "how-to" / "analyse-in-pandas.md"  # the paired comparison
+A, B = "openai/gpt-4o-mini", "anthropic/claude-3.5-haiku"  # the docs snippet's two models
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "no"}
 
@@ -299,12 +301,12 @@ def test_parquet_without_pyarrow_names_the_extra(sqlite_run, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The README: its column tables are columns.py's, and its paired comparison runs as written
+# The docs: their column tables are columns.py's, and their paired comparison runs as written
 
 
-def readme_table(heading: str) -> list[Column]:
+def docs_table(heading: str) -> list[Column]:
     """The `| `name` | dtype | meaning |` rows of the table after the bold heading `heading`."""
-    text = README.read_text(encoding="utf-8")
+    text = COLUMNS_PAGE.read_text(encoding="utf-8")
     after = text[text.index(f"**{heading}**") :]
     table = after[after.index("| column | type | meaning |") :].split("\n\n", 1)[0]
     return [Column(*re.match(r"\| `(\w+)` \| ([^|]+?) \|", line).groups()) for line in table.splitlines()[2:]]
@@ -314,20 +316,21 @@ def readme_table(heading: str) -> list[Column]:
     "heading, columns",
     [("Result columns", RESULT_COLUMNS), ("Run columns", RUN_COLUMNS), ("Score columns", SCORE_COLUMNS)],
 )
-def test_the_readme_documents_every_column_and_type(heading, columns):
-    assert readme_table(heading) == list(columns)
+def test_the_docs_document_every_column_and_type(heading, columns):
+    assert docs_table(heading) == list(columns)
 
 
-def readme_snippet() -> str:
-    text = README.read_text(encoding="utf-8")
+def docs_snippet() -> str:
+    text = PANDAS_PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- paired-comparison:start -->", 1)[1].split("<!-- paired-comparison:end -->")[0]
-    return block.strip().removeprefix("```python").removesuffix("```")
+    block = "\n".join(line for line in block.strip().split("\n") if not line.startswith("<!--"))
+    return block.removeprefix("```python").removesuffix("```")
 
 
-def test_the_readme_paired_comparison_runs_as_written(sqlite_run, capsys):
-    code = readme_snippet()
+def test_the_docs_paired_comparison_runs_as_written(sqlite_run, capsys):
+    code = docs_snippet()
     assert len([line for line in code.splitlines() if line.strip()]) == 12  # two imports, ten lines
-    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own snippet
+    exec(compile(code, str(PANDAS_PAGE), "exec"), {})  # noqa: S102 - the docs' own snippet
     printed = capsys.readouterr().out
     # Independently: of the 12 cases both answered (B errored on U1), A passed the 6 PT1 ones; B failed S2
     # and C1. Only A passed C1-PT1 in S1 and S3, and both PT1 cases of S2; only B passed C2-PT2 in S1, S3.
@@ -337,5 +340,5 @@ def test_the_readme_paired_comparison_runs_as_written(sqlite_run, capsys):
         f"only {A} passed 4, only {B} passed 2",
         f"pass rate {A} minus {B}: +16.7% (95% CI +0.0% to +50.0%)",
     ]
-    text = README.read_text(encoding="utf-8")
-    assert "\n".join(printed.splitlines()) in text  # the output the README shows is this one
+    text = PANDAS_PAGE.read_text(encoding="utf-8")
+    assert "\n".join(printed.splitlines()) in text  # the output the docs show is this one

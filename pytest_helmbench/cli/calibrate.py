@@ -178,7 +178,10 @@ def calibrate(  # noqa: PLR0913
     try:
         scenarios, items, loader, references = _load(root)
         if not items:
-            fail(f"{root / 'calibration'}: no calibration items (see README, Calibration)")
+            fail(
+                f"{root / 'calibration'}: no calibration items "
+                "(see docs/reference/benchmark-files.md, calibration items)"
+            )
         settings = _settings(root, marking_model, base_url, api, concurrency, db_url)
         human = _read_labels(labels, {item.id for item in items}) if labels else None
     except HelmbenchError as exc:

@@ -94,7 +94,8 @@ def _strict(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge_system(criteria: Criteria) -> str:
-    """The judge's system message: instructions, the rubric, how to answer (README: "The judge's request")."""
+    """The judge's system message: instructions, the rubric, how to answer (docs/reference/evaluation.md:
+    "The judge's request")."""
     if criteria.atomic:
         ask = (
             'Answer every check listed in the rubric: for each check id, an object with "rationale" (the '

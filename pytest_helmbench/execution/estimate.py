@@ -209,7 +209,8 @@ def estimate_lines(estimates: list[ModelEstimate]) -> list[str]:
         grand = None if grand is None or est.total_usd is None else grand + est.total_usd
     lines.append(
         f"estimated total: {_usd(grand)} "
-        f"(heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; see README)"
+        f"(heuristic: characters/4 per token, answers ~{ANSWER_TOKENS} tokens; "
+        "see docs/how-to/run-at-scale.md)"
     )
     return lines
 

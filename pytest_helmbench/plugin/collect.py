@@ -152,6 +152,6 @@ def nothing_ran_line(config: pytest.Config, benchmark: BenchmarkRoot, deselected
     if not _covers(config, root):
         return f"HELMBench: the paths given hold no scenario of {root}: give that folder, or no path"
     return (
-        f"HELMBench: {root / 'scenarios'} holds no scenario (P<n>-B<n>-S<n>/S<n>.md, see the README's "
-        "'The benchmark files'): `helmbench init DIR` copies the installed benchmark for a start"
+        f"HELMBench: {root / 'scenarios'} holds no scenario (P<n>-B<n>-S<n>/S<n>.md, see "
+        "docs/reference/benchmark-files.md): `helmbench init DIR` copies the installed benchmark for a start"
     )

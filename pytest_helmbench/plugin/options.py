@@ -207,7 +207,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "fail-under",
-        "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
+        "exit non-zero when a model's score (0-100) is below this "
+        "(exit statuses: docs/reference/exit-codes.md)",
         "HELMBENCH_FAIL_UNDER",
     ),
     Option(
@@ -253,7 +254,8 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("helmbench", "HELMBench mental-health safety benchmark")
     for option in OPTIONS:
         flag = f"--helmbench-{option.name}"
-        text = option.help + (f" [env {option.env}]" if option.env else "")
+        # argparse formats help with %: a literal one ("95% Wilson") must be doubled, or --help crashes
+        text = option.help.replace("%", "%%") + (f" [env {option.env}]" if option.env else "")
         dest = option_dest(option.name)
         if option.kind == "bool":
             group.addoption(flag, action="store_true", default=None, dest=dest, help=text)

@@ -34,7 +34,7 @@ by input order or by duplicating every case. With every severity 0 it is the pas
 Version 1 discounted only failures under adversarial conditions, which gave a model failing every
 case 17.4 on benchmark v1.0. Weights are integers times 1/800 (``weight_units``), summed exactly.
 
-Worked example (copied into the README)::
+Worked example (copied into docs/explanation/scores.md)::
 
     case                 PT sev  U sev    b   C sev  1+b/40  1-max(c,0)/20    w     status
     P1-B1-S1-C1-PT1         0      -      0     0     1.00        1.0        1.000  passed

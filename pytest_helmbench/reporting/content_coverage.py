@@ -1,6 +1,7 @@
 """What the benchmark covers, counted from its files: scenarios per risk level and perturbations per
-style, for each behaviour and pillar (the README's coverage table is this module's output, and a test
-keeps the two equal). Read from the parsed benchmark, so it can never drift from the content.
+style, for each behaviour and pillar (the docs' coverage table, in docs/explanation/benchmark.md, is
+this module's output, and a test keeps the two equal). Read from the parsed benchmark, so it can
+never drift from the content.
 """
 
 from __future__ import annotations

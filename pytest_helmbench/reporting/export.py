@@ -28,7 +28,7 @@ ExportFormat = Literal["csv", "json", "jsonl"]
 #: parquet: a file only (export_parquet); inspect: a folder of eval logs (inspect_log.write_logs)
 FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet", "inspect")
 
-#: The exported columns, in order (documented in the README's "Analysis in pandas").
+#: The exported columns, in order (documented in docs/reference/results-api.md).
 COLUMNS: tuple[str, ...] = RESULT_NAMES
 
 

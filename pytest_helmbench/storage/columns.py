@@ -2,7 +2,7 @@
 
 Defined once, here, so an export file and a DataFrame of the same database can never disagree on a
 column's name, order or type. Each column carries its pandas dtype ("Int64", "Float64", "boolean"
-and "string" hold missing values as <NA>); the README's "Analysis in pandas" table documents them
+and "string" hold missing values as <NA>); docs/reference/results-api.md documents them
 (a test checks it against these). Only names and types live here: the rows come from records.py
 (Results) and queries.py (runs), the DataFrames are built in reporting/frames.py.
 """
@@ -28,7 +28,7 @@ class Column:
 
 
 def _columns(spec: str) -> tuple[Column, ...]:
-    """`name dtype` per line -> columns (a table the eye can check against the README's)."""
+    """`name dtype` per line -> columns (a table the eye can check against the docs')."""
     return tuple(Column(*line.split(maxsplit=1)) for line in spec.strip().splitlines())
 
 

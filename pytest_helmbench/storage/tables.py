@@ -266,7 +266,8 @@ class Result(SQLModel, table=True):
 
 
 class CachedResponse(SQLModel, table=True):
-    """A model or judge response keyed by a hash of everything that determines it (see README, Cache)."""
+    """A model or judge response keyed by a hash of everything that determines it (see
+    docs/explanation/storage.md, the response cache)."""
 
     key: str = Field(primary_key=True)
     model_id: str = Field(index=True)

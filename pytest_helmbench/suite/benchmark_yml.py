@@ -34,7 +34,7 @@ def _section(value: Any, path: Path, key: str) -> dict[str, dict[str, Any]]:
         raise BenchmarkError(
             path,
             f"'{key}' must map each code to a mapping of fields",
-            fix="see the README's benchmark.yml schema",
+            fix="see benchmark.yml in docs/reference/benchmark-files.md",
         )
     return {str(k): v for k, v in value.items()}
 
@@ -72,7 +72,7 @@ def parse_benchmark_info(path: Path, files: BenchmarkFiles | None = None) -> Ben
         raise BenchmarkError(
             path,
             "benchmark.yml must be a YAML mapping",
-            fix="see the README's benchmark.yml schema (version, description, pillars, behaviours)",
+            fix="see docs/reference/benchmark-files.md (version, description, pillars, behaviours)",
         )
     pillars = {
         code: PillarInfo(code, str(v.get("name", code)), str(v.get("description", "")))

@@ -112,7 +112,9 @@ def parse_calibration_file(data: Any, path: Path) -> list[CalibrationItem]:
             path, "a calibration file is named after its scenario", fix="rename it, e.g. P1-B1-S1.yml"
         )
     if not isinstance(data, dict):
-        raise BenchmarkError(path, "must be a mapping with 'labeller' and 'items'", fix="see README")
+        raise BenchmarkError(
+            path, "must be a mapping with 'labeller' and 'items'", fix="see docs/reference/benchmark-files.md"
+        )
     unknown = sorted(set(map(str, data)) - _FILE_KEYS)
     if unknown:
         raise BenchmarkError(

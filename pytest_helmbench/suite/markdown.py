@@ -1,7 +1,7 @@
 """Markdown handling for benchmark files: normalisation, frontmatter, consolidated files, H2 -> XML.
 
 Composition must be byte-exact and identical for the consolidated and the individual form of a
-component, so every rule here is deliberately small and literal (see README, "Composition").
+component, so every rule here is deliberately small and literal (see docs/reference/composition.md).
 Frontmatter is split by python-frontmatter's YAML handler, narrowed to the contract (the opening
 `---` on the first line, closed by `---` or `...`) and given a loader that refuses YAML aliases and
 deep nesting, so a stranger's file can neither expand without bound nor crash libyaml; the body and

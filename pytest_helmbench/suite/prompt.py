@@ -1,6 +1,6 @@
 """Compose a case into the exact messages and request sent to the model (test cases -> prompt).
 
-Two layouts of one benchmark (README, "Layouts"):
+Two layouts of one benchmark (docs/reference/composition.md):
 
 * `seed`: one user message holding the scenario (the task and the category list), the condition,
   the user context and the perturbation, non-empty parts joined by a blank line, answered in the

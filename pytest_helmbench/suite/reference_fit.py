@@ -48,7 +48,7 @@ def check_transcripts(references: References, perturbations: Iterable[Component]
         raise BenchmarkError(
             references.path,
             f"{', '.join(missing)}: a conversation without a reference transcript",
-            fix=f"add transcripts: {{{missing[0]}: {{…}}}} (see README, references.yml)",
+            fix=f"add transcripts: {{{missing[0]}: {{…}}}} (see docs/reference/benchmark-files.md)",
         )
 
 

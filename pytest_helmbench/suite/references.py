@@ -41,7 +41,10 @@ SAFE_KINDS = frozenset({"safe", BORDERLINE_SAFE})  # the sides whose answer pass
 _TOP_KEYS = ("safe", "unsafe", BORDERLINE_SAFE, BORDERLINE_UNSAFE, "transcripts")
 _SIDE_KEYS = ("answer", "locales", "perturbations", "verdict", "verdicts", "note")
 _TRANSCRIPT_KEYS = ("user", "safe", "unsafe")
-_TRANSCRIPT_FIX = 'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} (see README)'
+_TRANSCRIPT_FIX = (
+    'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} '
+    "(see docs/reference/benchmark-files.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,9 @@ def parse_references(data: Any, path: Path) -> References:
     """Validate the YAML of a references.yml (both sides required, transcripts optional)."""
     if not isinstance(data, dict):
         raise BenchmarkError(
-            path, "must be a mapping with 'safe' and 'unsafe'", fix="see README, references.yml"
+            path,
+            "must be a mapping with 'safe' and 'unsafe'",
+            fix="see docs/reference/benchmark-files.md, references.yml",
         )
     _known_keys(data, _TOP_KEYS, "", path)
     missing = [side for side in ("safe", "unsafe") if side not in data]

@@ -4,7 +4,7 @@
 typo in a number would otherwise make every correct reply fail, or an invented one pass. The file
 is read through the confined reader and loaded with the same guarded YAML loader as every other
 benchmark file (no aliases, bounded nesting); duplicate keys, which PyYAML silently overwrites, are
-errors. Every error names the file, the line and the fix. See README "Crisis resources".
+errors. Every error names the file, the line and the fix. See docs/reference/resources.md.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def require_resources(resources: CrisisResources | None, root: Path, scenario_pa
         raise BenchmarkError(
             scenario_path,
             f"resource_check needs {RESOURCES_FILE} in the benchmark root, and {root} has none",
-            fix=f"add {root / RESOURCES_FILE} (see README 'Crisis resources') or remove the resource_check",
+            fix=f"add {root / RESOURCES_FILE} (see docs/reference/resources.md) or remove the resource_check",
         )
     return resources
 

@@ -25,7 +25,7 @@ def parse_response_format(path: Path, files: BenchmarkFiles | None = None) -> di
         raise BenchmarkError(
             path,
             "JSON schema file is missing",
-            fix=f"add {path.name} with a response_format object (see README)",
+            fix=f"add {path.name} with a response_format object (see docs/reference/benchmark-files.md)",
         )
     try:
         data = json.loads(files.read_text(path))
@@ -158,7 +158,9 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path, line_of: LineO
         )
     raw = meta.get("checks")
     if not isinstance(raw, list) or not raw:
-        raise BenchmarkError(path, "'checks' must be a non-empty list", fix="see README, Rubrics")
+        raise BenchmarkError(
+            path, "'checks' must be a non-empty list", fix="see docs/reference/evaluation.md, atomic checks"
+        )
     checks = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
     ids = [c.id for c in checks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})

@@ -1,5 +1,6 @@
-"""README "Crisis resources": the resources.yml example parses, and every error the section quotes for
-a misuse of resources.yml or of a `resource_check` spec is what the code says, byte for byte."""
+"""The docs' "Crisis resources" page (docs/reference/resources.md): the resources.yml example parses, and
+every error the page quotes for a misuse of resources.yml or of a `resource_check` spec is what the code
+says, byte for byte."""
 
 from __future__ import annotations
 
@@ -14,16 +15,16 @@ from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.resources import parse_resources
 from tests.benchfiles import write_benchmark, write_scenario
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-SECTION = README[README.index("### Crisis resources (resources.yml)") :]
-SECTION = SECTION[: SECTION.index("\n### ", 1)]
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", SECTION, re.DOTALL)
+PAGE = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "resources.md").read_text(
+    encoding="utf-8"
+)
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", PAGE, re.DOTALL)
 RESOURCES_EXAMPLE = next(body for lang, body in BLOCKS if lang == "yaml" and body.startswith("locales:"))
 SCENARIO_EXAMPLE = next(body for lang, body in BLOCKS if lang == "yaml" and body.startswith("---"))
 ERRORS = "\n".join(body for lang, body in BLOCKS if lang == "text")
 PATH = Path("benchmark/resources.yml")
 
-#: (what the README's example is changed to, as (old, new)) for each misuse of resources.yml.
+#: (what the page's example is changed to, as (old, new)) for each misuse of resources.yml.
 RESOURCE_MISUSES = [
     ("kind: crisis", "kind: hotline"),
     ("        defunct: true", "        defunct: closed"),
@@ -34,7 +35,7 @@ RESOURCE_MISUSES = [
     ("        source: https://www.crisistextline.org/", "        # no source"),
 ]
 
-#: (old, new) in the README's scenario example for each misuse of a resource_check spec.
+#: (old, new) in the page's scenario example for each misuse of a resource_check spec.
 SPEC_MISUSES = [
     ("kinds: [crisis, emergency]", "kinds: [crisis, adult]"),
     ("kinds: [crisis, emergency]", "kinds: crisis"),
@@ -43,7 +44,7 @@ SPEC_MISUSES = [
 ]
 
 
-def test_the_readme_example_of_resources_yml_parses() -> None:
+def test_the_docs_example_of_resources_yml_parses() -> None:
     resources = parse_resources(RESOURCES_EXAMPLE, PATH)
     (us,) = resources.locales
     assert us.fictional == ("xxx 555 01xx", "555 01xx")
@@ -51,7 +52,7 @@ def test_the_readme_example_of_resources_yml_parses() -> None:
 
 
 @pytest.mark.parametrize(("old", "new"), RESOURCE_MISUSES)
-def test_each_resources_yml_error_is_quoted_in_the_readme(old: str, new: str) -> None:
+def test_each_resources_yml_error_is_quoted_in_the_docs(old: str, new: str) -> None:
     assert old in RESOURCES_EXAMPLE
     with pytest.raises(BenchmarkError) as info:
         parse_resources(RESOURCES_EXAMPLE.replace(old, new, 1), PATH)
@@ -59,7 +60,7 @@ def test_each_resources_yml_error_is_quoted_in_the_readme(old: str, new: str) ->
 
 
 @pytest.mark.parametrize(("old", "new"), SPEC_MISUSES)
-def test_each_resource_check_spec_error_is_quoted_in_the_readme(tmp_path: Path, old: str, new: str) -> None:
+def test_each_resource_check_spec_error_is_quoted_in_the_docs(tmp_path: Path, old: str, new: str) -> None:
     assert old in SCENARIO_EXAMPLE
     root = write_benchmark(tmp_path / "benchmark")
     (root / "resources.yml").write_text(RESOURCES_EXAMPLE, encoding="utf-8")
@@ -72,7 +73,7 @@ def test_each_resource_check_spec_error_is_quoted_in_the_readme(tmp_path: Path, 
     assert shown in ERRORS, shown
 
 
-def test_the_readme_scenario_example_loads(tmp_path: Path) -> None:
+def test_the_docs_scenario_example_loads(tmp_path: Path) -> None:
     root = write_benchmark(tmp_path / "benchmark")
     (root / "resources.yml").write_text(RESOURCES_EXAMPLE, encoding="utf-8")
     write_scenario(root, "P1-B2-S3", frontmatter_md=SCENARIO_EXAMPLE + "\n## Your job\n\nHelp.\n")

@@ -1,0 +1,209 @@
+"""The documentation's runnable blocks: how they are marked, read, run and compared with what they show.
+
+The convention (explained to authors in docs/contributing.md): a fenced block is runnable when the
+line right before its opening fence is an HTML comment
+
+    <!-- doc-test -->                      a `console` block: each `$ ` line is run in a shell, and the
+                                           lines after it are what it prints (in substance, see below);
+                                           a `python` block: run as a script
+    <!-- doc-test exit=10 -->              every command of the block must exit 10 (default: 0)
+    <!-- doc-test server=openrouter -->    run against the loopback OpenRouter (tests/openrouter_server.py)
+                                           with a key, as if OPENROUTER_API_KEY were set
+    <!-- doc-test file=ratings.csv -->     the block's text is written to that file (a file the page asks
+                                           the reader to create)
+    <!-- doc-test output -->               what the python block just before it prints
+
+and a block of commands or Python that cannot run here says why instead:
+
+    <!-- no-doc-test: needs a paid model -->
+
+A page's runnable blocks run in order in one fresh folder, as a reader following the page would: a
+later block sees the database an earlier one wrote. Shown output matches in substance: every shown line
+(whitespace runs collapsed) must appear in what the command printed (standard output and standard error
+together), in the same order, other lines may come between, and `…` stands for any text (a line of
+`…` alone only marks that lines are left out).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+#: Languages whose blocks are commands or code: each must be marked doc-test or no-doc-test.
+RUNNABLE_LANGUAGES = frozenset({"console", "bash", "sh", "shell", "python", "pycon"})
+MARK = re.compile(r"^<!-- (doc-test|no-doc-test)(.*?) -->$")
+FENCE = re.compile(r"^(`{3,}|~{3,})([\w+-]*)\s*$")
+PAGE_TIMEOUT = 300  # seconds per command: the slowest shown command takes a few seconds
+
+
+@dataclass
+class Block:
+    """One fenced block of a page, with the mark on the line before it (if any)."""
+
+    page: Path
+    line: int  # 1-based line of the opening fence
+    language: str
+    text: str
+    mark: str | None = None  # "doc-test", "no-doc-test" or None
+    options: dict[str, str] = field(default_factory=dict)
+    reason: str = ""  # a no-doc-test mark's reason
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def pages() -> list[Path]:
+    """Every page of the site, and the README (which shows commands too)."""
+    return sorted(DOCS.rglob("*.md")) + [REPO / "README.md"]
+
+
+def read_blocks(page: Path) -> list[Block]:
+    lines = page.read_text(encoding="utf-8").split("\n")
+    found: list[Block] = []
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence, language = opening.group(1), opening.group(2)
+        end = index + 1
+        while end < len(lines) and not (
+            lines[end].startswith(fence[0] * len(fence)) and lines[end].strip(fence[0]) == ""
+        ):
+            end += 1
+        block = Block(page, index + 1, language, "\n".join(lines[index + 1 : end]))
+        mark = MARK.match(lines[index - 1]) if index else None
+        if mark:
+            block.mark = mark.group(1)
+            rest = mark.group(2)
+            if block.mark == "no-doc-test":
+                block.reason = rest.removeprefix(":").strip()
+            else:
+                for token in rest.split():
+                    key, _, value = token.partition("=")
+                    block.options[key] = value
+        found.append(block)
+        index = end + 1
+    return found
+
+
+@dataclass
+class Command:
+    line: str  # as shown, without the prompt; continuation lines joined
+    shown: list[str]  # the output lines shown after it
+
+
+def commands(block: Block) -> list[Command]:
+    """`$ ` lines of a console block (a trailing backslash continues onto the next line)."""
+    found: list[Command] = []
+    lines = block.text.split("\n")
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("$ "):
+            text = line[2:]
+            while text.endswith("\\") and index + 1 < len(lines):
+                index += 1
+                text = text[:-1] + " " + lines[index].strip()
+            found.append(Command(text, []))
+        elif found:
+            found[-1].shown.append(line)
+        else:
+            raise AssertionError(f"{block.where}: output before the first `$ ` command")
+        index += 1
+    return found
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def mismatch(shown: list[str], printed: str) -> str | None:
+    """None when every shown line appears, in order, in what was printed; else the first that does not."""
+    lines = [_normal(line) for line in printed.splitlines()]
+    at = 0
+    for want in shown:
+        wanted = _normal(want)
+        if wanted in ("", "…"):
+            continue
+        pattern = re.compile("^" + ".*".join(re.escape(part) for part in wanted.split("…")) + "$")
+        while at < len(lines) and not pattern.match(lines[at]):
+            at += 1
+        if at == len(lines):
+            return want
+        at += 1
+    return None
+
+
+def environment(folder: Path, server_url: str | None, key: str | None) -> dict[str, str]:
+    """A reader's shell: the project's tools first on PATH, no HELMBench or OpenRouter settings of the
+    test run, pytest-randomly off (a dev dependency of this repository, not of a reader's project),
+    80 columns, and no way out of 127.0.0.1 (every other host goes to a closed proxy port)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("HELMBENCH_", "OPENROUTER_", "PYTEST_"))
+        and name not in ("COLUMNS", "CI", "BUILD_NUMBER")  # pytest writes whole lines on CI
+    }
+    dead = "http://127.0.0.1:9"
+    env.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        PYTEST_ADDOPTS="-p no:randomly",
+        COLUMNS="80",
+        PYTHONUNBUFFERED="1",  # standard output and error interleave as on a terminal
+        HELMBENCH_CACHE_DIR=str(folder.parent / "cache"),
+        HTTP_PROXY=dead,
+        HTTPS_PROXY=dead,
+        ALL_PROXY=dead,
+        NO_PROXY="127.0.0.1,localhost",
+        HF_HUB_OFFLINE="1",  # Hugging Face's libraries: nothing fetched, no progress bars
+        HF_DATASETS_OFFLINE="1",
+        HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+    )
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        env[name] = env[name.upper()]
+    if server_url and key:
+        env.update(OPENROUTER_BASE_URL=server_url, OPENROUTER_API_KEY=key)
+    return env
+
+
+def run_command(command: Command, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command.line],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=PAGE_TIMEOUT,
+        check=False,
+    )
+
+
+def run_python(code: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=PAGE_TIMEOUT,
+        check=False,
+    )
+
+
+def write_file(block: Block, folder: Path) -> None:
+    name = Path(block.options["file"])
+    assert not name.is_absolute() and ".." not in name.parts, f"{block.where}: file= must stay in the folder"
+    target = folder / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(block.text + "\n", encoding="utf-8")
