@@ -4,7 +4,8 @@ This module holds the app, its `--version` and `main` (__main__.py: `python -m
 pytest_helmbench.cli`); one module per group of commands adds them: benchmark.py the benchmark
 commands (list, show, run-single, run-batch, run-all, estimate, coverage); results.py the commands
 on the results database (costs, report, export, cache, db); calibrate.py `helmbench calibrate` and
-`rescore`; init.py `helmbench init`; local.py `helmbench local-server`; defaults.py the defaults
+`rescore`; init.py `helmbench init`; local.py `helmbench local-server`; review.py `helmbench serve` and
+`helmbench review` (the workbench); defaults.py the defaults
 found the way pytest finds them. May import every stage and the plugin's option table; nothing
 imports it."""
 
@@ -22,6 +23,7 @@ from . import calibrate as cli_calibrate
 from . import init as cli_init
 from . import local as cli_local
 from . import results as cli_results
+from . import review as cli_review
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
@@ -63,6 +65,7 @@ cli_results.register(app)
 cli_calibrate.register(app)
 cli_init.register(app)
 cli_local.register(app)
+cli_review.register(app)
 
 
 def main() -> None:
