@@ -8,8 +8,8 @@
 - Every form carries a CSRF token, an HMAC of the bearer's token hash under a secret made at start-up;
   a POST without it (or with another's, or from another origin) is refused with 403.
 - Every answer carries a strict Content-Security-Policy (no inline script or style, nothing from
-  elsewhere, no framing), no-referrer, nosniff and no-store; the Host header must be the address the
-  server was started on (no DNS rebinding).
+  elsewhere, no framing), a same-origin referrer policy, nosniff and no-store; the Host header must
+  be the address the server was started on (no DNS rebinding).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CSP = (
 )
 HEADERS = (
     (b"content-security-policy", CSP.encode()),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Chromium send `Origin: null`
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),

@@ -56,7 +56,12 @@ def token_hash(token: str) -> str:
 
 
 def now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime) -> datetime:
+    """A stored time as UTC (SQLite gives it back without its zone)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -277,7 +282,7 @@ def break_due(reviewer: Reviewer, study: ReviewStudy) -> bool:
     """A break is suggested after the study's number of items or minutes in one sitting."""
     if reviewer.sitting_started_at is None:
         return False
-    minutes = (now() - reviewer.sitting_started_at).total_seconds() / 60
+    minutes = (now() - _aware(reviewer.sitting_started_at)).total_seconds() / 60
     return reviewer.sitting_items >= study.break_items or minutes >= study.break_minutes
 
 
