@@ -246,19 +246,19 @@ def save_rating(engine: Engine, reviewer_id: int, item_id: int, answer: dict[str
                 )
             ).one()
             revision = (last or 0) + 1
-            session.add(
-                ReviewRating(
-                    item_id=item_id,
-                    reviewer_id=reviewer_id,
-                    revision=revision,
-                    verdict=verdict,
-                    answers=answers,
-                    note=note,
-                    created_at=now(),
-                )
+            rating = ReviewRating(
+                item_id=item_id,
+                reviewer_id=reviewer_id,
+                revision=revision,
+                verdict=verdict,
+                answers=answers,
+                note=note,
+                created_at=now(),
             )
-            _count_sitting(session, reviewer_id, study)
             try:
+                session.add(rating)
+                session.flush()
+                _count_sitting(session, reviewer_id, study)
                 session.commit()
             except IntegrityError:  # the same rater's other request took this revision: take the next
                 session.rollback()
