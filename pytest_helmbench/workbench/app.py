@@ -33,7 +33,7 @@ from starlette.routing import Route
 from ..reporting.figure_text import figures_line
 from ..storage.queries import load_runs
 from ..storage.tables import Result, ReviewItem
-from . import browse, exports, figures, store
+from . import browse, store
 from .replies import check_views, conversation, deciding_reply, judged_replies
 from .security import COOKIE, Access, Gate, SecurityHeaders
 
@@ -206,6 +206,8 @@ def _case(bench: Workbench) -> Handler:
 
 def _study(bench: Workbench) -> Handler:
     async def page(request: Request, access: Access) -> Response:
+        from . import figures  # the agreement figures load the calibration code: only when asked
+
         study_id = request.path_params["study_id"]
 
         def load() -> dict[str, Any]:
@@ -235,6 +237,8 @@ def _study(bench: Workbench) -> Handler:
 
 def _store_calibration(bench: Workbench) -> Handler:
     async def page(request: Request, access: Access) -> Response:
+        from . import figures
+
         study_id = request.path_params["study_id"]
         try:
             calibration_id, _ = await run_in_threadpool(figures.store_calibration, bench.engine, study_id)
@@ -248,6 +252,8 @@ def _store_calibration(bench: Workbench) -> Handler:
 def _export(bench: Workbench, kind: str) -> Handler:
     async def page(request: Request, access: Access) -> Response:
         import io
+
+        from . import exports
 
         study_id = request.path_params["study_id"]
 
@@ -281,6 +287,8 @@ def _may_adjudicate(access: Access, study_id: int) -> bool:
 
 def _queue(bench: Workbench) -> Handler:
     async def page(request: Request, access: Access) -> Response:
+        from . import figures
+
         study_id = request.path_params["study_id"]
         if not _may_adjudicate(access, study_id):
             return PlainTextResponse("403: not for this link", status_code=403)
@@ -320,6 +328,8 @@ def _item_context(session: Session, item: ReviewItem) -> dict[str, Any]:
 
 def _adjudicate(bench: Workbench) -> Handler:
     async def page(request: Request, access: Access) -> Response:
+        from . import figures
+
         item_id = request.path_params["item_id"]
 
         def load() -> dict[str, Any] | None:
