@@ -85,7 +85,8 @@ def grow(url: str, target: int) -> int:
 
     engine = create_engine(url)
     columns = (
-        "run_id, scenario_id, condition_id, user_context_id, perturbation_id, case_code, nodeid, status, reason,"
+        "run_id, scenario_id, condition_id, user_context_id, perturbation_id, case_code, nodeid, status,"
+        " reason,"
         " prompt, prompt_hash, raw_response, parsed_answer, expected, actual, evaluation_details, latency_ms,"
         " prompt_tokens, completion_tokens, cost_usd, judge_cost_usd, judge_prompt_tokens,"
         " judge_completion_tokens, finish_reason, attempts, cached, request_hash, created_at, layout,"
@@ -200,7 +201,8 @@ def main() -> int:
         print(
             f"helmbench serve on a 30-case run: median {statistics.median(starts):.2f} s "
             f"(max {max(starts):.2f} s) to the owner's link and the first page; "
-            f"target < {TARGET_START_S:.0f} s (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+            f"target < {TARGET_START_S:.0f} s "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
         grown = grow(url, args.results)
         process, link, _ = start(url, folder)
