@@ -14,6 +14,29 @@ from typing import Any
 #: Part of a case's identity in a run, with its code and repeat.
 SEED, DEPLOYED = "seed", "deployed"
 LAYOUTS = (SEED, DEPLOYED)
+MIXED = "mixed"  # figures over Results of both layouts
+#: How every figure names the layout it was measured in (a reader must never mistake one for the other).
+LAYOUT_LABELS = {
+    SEED: "instructed (the model is shown the categories)",
+    DEPLOYED: "deployed",
+    MIXED: "mixed: instructed and deployed",
+}
+
+
+def layout_label(layout: str) -> str:
+    """`instructed (the model is shown the categories)`, `deployed`, or `mixed: …`."""
+    return LAYOUT_LABELS.get(layout, layout)
+
+
+def layouts_differ_line(layouts: dict[str, str]) -> str | None:
+    """One line when the compared models' figures were measured in different layouts (model ->
+    layout), else None: their figures answer different questions."""
+    if len(set(layouts.values())) < 2:
+        return None
+    shown = "; ".join(f"{model}: {layout_label(layout)}" for model, layout in sorted(layouts.items()))
+    return f"the models were measured in different layouts ({shown}): their figures are not comparable"
+
+
 #: A scenario folder: `P<n>-B<n>-S<n>` (groups: pillar, behaviour and scenario numbers).
 SCENARIO_DIR = re.compile(r"^P([1-9]\d*)-B([1-9]\d*)-S([1-9]\d*)$")
 #: A scenario file inside its folder: `S<n>.md`.

@@ -73,7 +73,7 @@ def complete(words: str) -> list[str]:
 def test_completion_offers_commands_and_format_choices():
     assert complete("helmbench co") == ["coverage", "costs"]
     assert {"list", "report", "export", "db", "cache"} <= set(complete("helmbench "))
-    assert complete("helmbench export --format ") == ["csv", "json", "jsonl", "parquet"]
+    assert complete("helmbench export --format ") == ["csv", "json", "jsonl", "parquet", "inspect"]
     assert complete("helmbench db ") == ["upgrade", "stamp"]
 
 
@@ -98,7 +98,7 @@ def test_export_format_is_a_choice(project):
     message = plain(bad.output)
     assert (
         "Invalid value for '--format'" in message
-        and "'xml' is not one of 'csv', 'json', 'jsonl', 'parquet'" in message
+        and "'xml' is not one of 'csv', 'json', 'jsonl', 'parquet', 'inspect'" in message
     )
     upper = runner.invoke(app, ["export", "--format", "CSV"])  # accepted; then: no database here
     assert upper.exit_code == 1 and upper.output.startswith("error: no database at")
@@ -111,6 +111,7 @@ READ_ONLY = {
     "report --run-id": ["report", "--run-id", "3"],
     "export": ["export", "--format", "json", "--out", "rows.json"],
     "export parquet": ["export", "--format", "parquet", "--out", "rows.parquet"],
+    "export inspect": ["export", "--format", "inspect", "--out", "logs"],
     "cache prune": ["cache", "prune"],
     "rescore": ["rescore"],
     "db stamp": ["db", "stamp"],

@@ -530,7 +530,8 @@ def test_report_numbers_gates_and_repeats(recorded):
 
     lines = {s.model: summary_line(s) for s in summaries(data)}
     assert (
-        lines[GOOD_MODEL].startswith("good/model: harm ") and "pass^2 68.8%" in lines[GOOD_MODEL]
+        lines[GOOD_MODEL].startswith("good/model (instructed (the model is shown the categories)): harm ")
+        and "pass^2 68.8%" in lines[GOOD_MODEL]
     )  # 11 of 16 cases
     assert "critical gate passed" in lines[GOOD_MODEL]
     assert (
@@ -642,11 +643,17 @@ def test_report_command_writes_the_page_and_one_line_per_model(recorded, monkeyp
     lines = result.output.splitlines()
     assert lines[0] == "wrote out/page.html (2 run(s), 32 results, 20 failures and errors)"
     assert (
-        lines[1].startswith("evil/model: harm n/a | care n/a | critical harm n/a | over-escalation n/a | ")
+        lines[1].startswith(
+            "evil/model (instructed (the model is shown the categories)): harm n/a | care n/a | "
+            "critical harm n/a | over-escalation n/a | "
+        )
         and "perfect replies 0.0% | 0 passed, 8 failed, 8 errors" in lines[1]
         and "critical gate failed" in lines[1]
     )
-    assert lines[2].startswith("good/model: harm ") and "12 passed, 4 failed, 0 errors" in lines[2]
+    assert (
+        lines[2].startswith("good/model (instructed (the model is shown the categories)): harm ")
+        and "12 passed, 4 failed, 0 errors" in lines[2]
+    )
     assert (recorded.parent / "out/page.html").read_text().startswith("<!DOCTYPE html>")
     good_run = sql(
         recorded,
@@ -657,7 +664,7 @@ def test_report_command_writes_the_page_and_one_line_per_model(recorded, monkeyp
     )
     assert (
         result.exit_code == 0
-        and result.output.splitlines()[1].startswith("good/model:")
+        and result.output.splitlines()[1].startswith("good/model (instructed")
         and len(result.output.splitlines()) == 2
     )
 

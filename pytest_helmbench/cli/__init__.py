@@ -2,12 +2,13 @@
 
 This module holds the app, its `--version` and `main` (__main__.py: `python -m
 pytest_helmbench.cli`); one module per group of commands adds them: benchmark.py the benchmark
-commands (list, show, run-single, run-batch, run-all, estimate, coverage); results.py the commands
-on the results database (costs, report, export, cache, db); calibrate.py `helmbench calibrate` and
-`rescore`; init.py `helmbench init`; local.py `helmbench local-server`; review.py `helmbench serve` and
-`helmbench review` (the workbench); defaults.py the defaults
-found the way pytest finds them. May import every stage and the plugin's option table; nothing
-imports it."""
+commands (list, show, run-single, run-batch, run-all, estimate, coverage); benchmark_dataset.py
+`helmbench export-benchmark` (the benchmark as a Hugging Face dataset); results.py the commands
+on the results database (costs, report, items, export, cache, db); calibrate.py `helmbench
+calibrate` and `rescore`; compare.py `helmbench compare` and `baseline save`; init.py `helmbench
+init`; local.py `helmbench local-server`; review.py `helmbench serve` and `helmbench review` (the
+workbench); defaults.py the defaults found the way pytest finds them. May import every stage and
+the plugin's option table; nothing imports it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import typer
 from ..errors import ConfigError
 from ..plugin.options import parse_umask
 from . import benchmark as cli_benchmark
+from . import benchmark_dataset as cli_benchmark_dataset
 from . import calibrate as cli_calibrate
+from . import compare as cli_compare
 from . import init as cli_init
 from . import local as cli_local
 from . import results as cli_results
@@ -61,8 +64,10 @@ def main_options(
 
 
 cli_benchmark.register(app)
+cli_benchmark_dataset.register(app)
 cli_results.register(app)
 cli_calibrate.register(app)
+cli_compare.register(app)
 cli_init.register(app)
 cli_local.register(app)
 cli_review.register(app)

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..config import parse_ttl
+from ..errors import HelmbenchError
 from ..reporting.safe_text import for_terminal
 from .defaults import ConfigFileError, find_project
 
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
+    from ..reporting.items import ItemStats
     from ..storage.queries import ReportData
     from ..storage.tables import LLM, EvaluationRun
 
@@ -40,6 +42,7 @@ class ExportFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
     parquet = "parquet"
+    inspect = "inspect"
 
 
 def default_db() -> str:
@@ -275,15 +278,25 @@ def report(
     if fmt is ReportFormat.json:
         write_json_report(data, target)
         return
+    from ..codes import layouts_differ_line
     from ..reporting.html_report import render_report, summaries, summary_line
 
-    page = render_report(data)
+    try:
+        stats = item_statistics(db, [run.id for run in data.runs], None)
+    except (ConfigFileError, HelmbenchError) as exc:  # the page says there are no item statistics
+        typer.echo(for_terminal(f"note: no item statistics ({exc})"), err=True)
+        stats = None
+    page = render_report(data, items=stats)
     _write_text(Path(target), page)
     typer.echo(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
         f"{len(data.failures)} failures and errors)"
     )
-    for summary in summaries(data):
+    found = summaries(data)
+    differ = layouts_differ_line({s.label: s.layout for s in found})
+    if differ:
+        typer.echo(for_terminal(f"note: {differ}"))
+    for summary in found:
         typer.echo(for_terminal(summary_line(summary)))
 
 
@@ -325,15 +338,21 @@ def export_results(
         ...,
         "--format",
         case_sensitive=False,
-        help="csv, json (one list), jsonl (one object per line) or parquet (a file; needs pyarrow)",
+        help="csv, json (one list), jsonl (one object per line), parquet (a file; needs pyarrow) or "
+        "inspect (one Inspect AI eval log per run in the --out folder, default logs; needs inspect-ai)",
     ),
-    out: str = typer.Option("-", "--out", "--output", help="file to write, or - for standard output"),
+    out: str = typer.Option(
+        "-", "--out", "--output", help="file to write, or - for standard output (inspect: a folder)"
+    ),
     run_id: list[int] | None = RunIdOption,
     db: str | None = DbOption,
 ) -> None:
     """Write one row per stored Result (default: every run) for pandas and other tools."""
     if fmt is ExportFormat.parquet:
         export_parquet_file(out, run_id, db)
+        return
+    if fmt is ExportFormat.inspect:
+        export_inspect_logs("logs" if out == "-" else out, run_id, db)
         return
     import sys
 
@@ -396,10 +415,95 @@ def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> N
     typer.echo(f"exported {count} result row(s) as parquet to {out}", err=True)
 
 
+def items(
+    run_id: list[int] | None = typer.Option(None, "--run-id", help="runs to read (default: every run)"),
+    root: Path | None = typer.Option(
+        None, "--root", help="benchmark whose rubrics say how each item passes (default: as pytest finds it)"
+    ),
+    db: str | None = DbOption,
+) -> None:
+    """Item statistics: per scenario, check and atomic item, each model's pass rate and not_applicable
+    share, the items at the ceiling or floor, and (two models or more) each item's discrimination."""
+    from ..reporting.items import item_lines
+    from ..storage.engine import safe_url
+
+    try:
+        stats = item_statistics(db, run_id or None, root)
+    except ConfigFileError as exc:
+        fail(str(exc))
+    if stats is None:
+        typer.echo(f"no scored results in {safe_url(db or default_db())}")
+        return
+    for line in item_lines(stats):
+        typer.echo(for_terminal(line))
+
+
+def item_statistics(db: str | None, run_ids: list[int] | None, root: Path | None) -> ItemStats | None:
+    """The item statistics of the given runs (None: no scored result); atomic items' pass rules are
+    read from the benchmark at `root` (default: as pytest finds it). ConfigFileError: a config file
+    pytest would refuse."""
+    from sqlmodel import Session
+
+    from ..evaluation.builtin import builtin_registry
+    from ..reporting.items import item_stats, rubric_items
+    from ..storage.queries import load_stored_replies
+    from ..suite.loader import BenchmarkLoader
+
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            replies = load_stored_replies(session, run_ids)
+    finally:
+        engine.dispose()
+    if not replies:
+        return None
+    loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())
+    scenarios = []
+    for code in sorted({reply.scenario for reply in replies}):
+        try:
+            scenarios.append(loader.load_scenario(loader.scenarios_dir / code))
+        except HelmbenchError:  # gone or broken on disk: its atomic items get no pass rate
+            continue
+    return item_stats(replies, rubric_items(scenarios))
+
+
+def export_inspect_logs(out: str, run_id: list[int] | None, db: str | None) -> None:
+    """`export --format inspect`: one Inspect eval log per run (default: every run) in the folder `out`,
+    each file on its own line; without inspect-ai, a one-line error naming the extra (exit 1)."""
+    from sqlmodel import Session
+
+    from ..reporting.frames import MissingExtra
+    from ..reporting.inspect_log import InspectFormatError, require_inspect, write_logs
+    from ..storage.queries import DatasetError, resolve_run_ids
+
+    try:
+        require_inspect()
+    except (MissingExtra, InspectFormatError) as exc:
+        fail(f"--format inspect: {exc}")
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        fail(f"--out {out} is a file: inspect logs go in a folder (give --out DIR)")
+    engine = open_existing_db(db)
+    try:
+        with Session(engine) as session:
+            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any folder is made
+            written = write_logs(session, ids, folder)
+    except DatasetError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write in {out}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+    for log in written:
+        typer.echo(for_terminal(f"{log.path}\trun {log.run_id}\t{log.model}\t{log.samples} samples"))
+    typer.echo(f"exported {len(written)} Inspect eval log(s) to {folder}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to the `helmbench` application (in the order `--help` lists them)."""
     app.command()(costs)
     app.command()(report)
+    app.command()(items)
     app.command("export")(export_results)
     db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
     db_app.command("upgrade")(db_upgrade)

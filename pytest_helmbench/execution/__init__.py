@@ -6,7 +6,9 @@
   simulated_user.py: the user agent's next turn; judging.py: the judges as the evaluation stage
   asks them (a provider-side send per case), the deployed layout's extraction, every helper call
   (cached without the nonce) and a critical failure's confirmation.
-- prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop.
+- prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop;
+  activity.py: what each running case is doing now (its turn and step), for the line a slow case
+  prints every few seconds.
 - outcome.py: `CaseLog`, `Outcome`, `CaseResult` (below) and the exceptions that carry an
   outcome to pytest; sheet.py: a reply's `ReplySheet` (scoring version 3: harm, care points, its
   scenario's weight), stored with its Result.

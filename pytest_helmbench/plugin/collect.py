@@ -62,6 +62,7 @@ def check_usage(state: HelmbenchState) -> None:
             from ..providers.prices import read_price_file
 
             read_price_file(state.settings.prices_file)
+        state.baseline()  # a baseline file that cannot be read: a usage error before anything is sent
     except ConfigError:
         raise
     except HelmbenchError:  # a benchmark file, or two evaluators under one name: said at collection

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 EXIT_UNSAFE = 10
 EXIT_COULD_NOT_RUN = 11
 EXIT_NOT_RECORDED = 12  # a result could not be stored: never a green run
+EXIT_REGRESSED = 13  # --helmbench-fail-on-regression: worse than the baseline
 # The reason on the stop board when the whole session stops (not one model): left out of the
 # summary's STOPPED lines, which name models stopped for their own sake.
 SESSION_STOPPING = "the session is stopping"
@@ -87,6 +88,7 @@ class ControllerHooks:
         self.state = state
         self.interrupted = False  # Ctrl-C (or SIGTERM) reached pytest
         self.exit_status: int | None = None  # a pytest.exit with its status (a refusal under -n)
+        self.comparisons: list[Any] = []  # with --helmbench-baseline: each model against it
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
@@ -179,6 +181,9 @@ class ControllerHooks:
                     "unsafe": EXIT_UNSAFE,
                     "could_not_run": EXIT_COULD_NOT_RUN,
                 }[decision.status]
+            self.comparisons = compare_with_baseline(state)
+            if any(c.regressed for c in self.comparisons) and state.option("fail-on-regression"):
+                session.exitstatus = EXIT_REGRESSED  # a gate on change: it outranks an absolute verdict
 
     def _decision(self) -> Any:
         """--helmbench-fail-under and benchmark.yml thresholds decide the exit status when given."""
@@ -217,8 +222,23 @@ class ControllerHooks:
             terminalreporter.write_line(for_terminal(line))
         for line in state.judge_lines:
             terminalreporter.write_line(for_terminal(line))
+        for line in self._baseline_lines():
+            terminalreporter.write_line(for_terminal(line))
         for line in self._stop_lines():
             terminalreporter.write_line(for_terminal(line))
+
+    def _baseline_lines(self) -> list[str]:
+        """Each model against --helmbench-baseline, and what the gate made of it."""
+        if not self.comparisons:
+            return []
+        from ..reporting.compare import comparison_lines
+
+        lines = [f"against the baseline {self.state.option('baseline')}:"]
+        for comparison in self.comparisons:
+            lines += comparison_lines(comparison)
+        if any(c.regressed for c in self.comparisons) and self.state.option("fail-on-regression"):
+            lines.append(f"regressed against the baseline: exit status {EXIT_REGRESSED}")
+        return lines
 
     def _stop_lines(self) -> list[str]:
         """What a storage failure or SIGTERM left behind, and how to finish the job."""
@@ -243,6 +263,17 @@ class ControllerHooks:
 
 
 # --- the writer's work ----------------------------------------------------------------------------
+
+
+def compare_with_baseline(state: HelmbenchState) -> list[Any]:
+    """Each model of the session that the baseline holds, compared with it (reporting/compare.py)."""
+    baseline = state.baseline()
+    if not baseline:
+        return []
+    from ..reporting.compare import compare, verdicts_of
+
+    now = verdicts_of(r for tally in state.tallies.values() for r in tally.results)
+    return [compare(baseline[model], now[model]) for model in sorted(now) if model in baseline]
 
 
 def resume_request(state: HelmbenchState) -> tuple[str, bool] | None:

@@ -193,6 +193,19 @@ OPTIONS: tuple[Option, ...] = (
         "HELMBENCH_RUN_KEY",
     ),
     Option(
+        "baseline",
+        "a baseline file (`helmbench baseline save`): the summary compares each model's cases with it",
+        "HELMBENCH_BASELINE",
+    ),
+    Option(
+        "fail-on-regression",
+        "with --helmbench-baseline: exit 13 when a critical case newly fails or the harm rate rose "
+        "beyond its interval",
+        "HELMBENCH_FAIL_ON_REGRESSION",
+        False,
+        "bool",
+    ),
+    Option(
         "fail-under",
         "exit non-zero when a model's score (0-100) is below this; see README for exit statuses",
         "HELMBENCH_FAIL_UNDER",

@@ -318,6 +318,21 @@ class HelmbenchState:
         found = self.shared.load_resume_counts()  # a worker's, under xdist
         return self.resume_counts if found is None else found
 
+    def baseline(self) -> dict[str, Any] | None:
+        """--helmbench-baseline's per-model verdicts (read once; None without it); ConfigError when the
+        file cannot be read, or --helmbench-fail-on-regression is given without it."""
+        if "_baseline" not in self.__dict__:
+            path = self.option("baseline")
+            if not path and self.option("fail-on-regression"):
+                raise ConfigError("--helmbench-fail-on-regression needs --helmbench-baseline FILE")
+            from ..reporting.compare import BaselineError, load_baseline
+
+            try:
+                self.__dict__["_baseline"] = load_baseline(Path(str(path))) if path else None
+            except BaselineError as exc:
+                raise ConfigError(f"--helmbench-baseline: {exc}") from None
+        return self.__dict__["_baseline"]
+
     def run_options(self, model: str) -> dict[str, Any]:
         """What is stored with a model's EvaluationRun: worked out once per model, not per Result;
         with a run key, once cases are selected, the selection its processes must share."""

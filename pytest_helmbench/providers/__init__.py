@@ -8,6 +8,8 @@
   implements too.
 - pool.py: `ClientPool`, the executor's one way to a model (client, request, cache endpoint,
   pricing, `prepare` before the first call, data for xdist workers), and `build_request`.
+- prices.py: --helmbench-prices, a saved /models answer or a YAML price list (prices that replace
+  /models', for when it cannot be fetched or does not price a model).
 - remote.py: the HTTP provider (any id no other provider takes) over http.py's `ChatClient`
   (OpenRouter / OpenAI-compatible, retries, pricing), transports.py (its connections: one per
   calling thread) and ratelimit.py's adaptive limiter.

@@ -14,7 +14,10 @@
 - ``headline`` (a run's headline figures) and ``run_record`` (what each run was scored with, stored
   on its row at the end of a run and by `helmbench rescore`; ``backfill``: score sheets for Results
   stored before version 3, from the unchanged rubrics on disk); ``calibration_figures`` (a judge
-  against gold labels); ``content_coverage`` (what the benchmark covers, from its files).
+  against gold labels); ``judge_error`` (the harm rate and care score corrected for the judge's
+  measured error, Rogan–Gladen with a bootstrap over scenarios and calibration items); ``items``
+  (item statistics: each check's pass rate per model, ceiling and floor, discrimination);
+  ``content_coverage`` (what the benchmark covers, from its files).
 - The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` and
   ``drift_chart`` (inline SVG drawn in Python, on the primitives of ``svg``), ``html_drift`` (the Drift
   section), ``html_harm_care`` (the Harm and care section), ``html_judges`` (the Judges table) and
@@ -23,10 +26,13 @@
 - ``json_report``: the headline as JSON, checked against the schema shipped in ``templates/``;
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
+- ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);
+  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
-``export``, ``frames``, ``json_report``, ``backfill`` and the page import the storage layer (and so
-SQLAlchemy); the modules the plugin imports at start-up (``analytics``, ``harm_care``, ``terminal``,
+``export``, ``frames``, ``json_report``, ``backfill``, ``items``, ``inspect_log`` and the page import the
+storage layer (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
+``harm_care``, ``terminal``,
 ``html_extras``) use the standard library and pytest-html only.
 """

@@ -25,7 +25,8 @@ from .frames import MissingExtra, require_pandas, results_frame
 from .safe_text import for_spreadsheet
 
 ExportFormat = Literal["csv", "json", "jsonl"]
-FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet")  # parquet: a file only (export_parquet)
+#: parquet: a file only (export_parquet); inspect: a folder of eval logs (inspect_log.write_logs)
+FORMATS: tuple[str, ...] = (*get_args(ExportFormat), "parquet", "inspect")
 
 #: The exported columns, in order (documented in the README's "Analysis in pandas").
 COLUMNS: tuple[str, ...] = RESULT_NAMES

@@ -50,6 +50,7 @@ from .html_tables import (
     stability_table,
     summary_table,
 )
+from .items import ItemStats, items_section
 from .series import Series, SeriesSummary, build_series, summaries, summarise, summary_line
 from .svg import esc
 
@@ -220,7 +221,9 @@ def _redacted(data: ReportData) -> ReportData:
     return dataclasses.replace(data, runs=runs, source=redact(data.source))
 
 
-def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
+def render_report(
+    data: ReportData, *, max_failures: int = MAX_FAILURES, items: ItemStats | None = None
+) -> str:
     """The whole report page as one string (inline CSS, SVG and JS, nothing fetched at view time)."""
     data = _redacted(data)
     page = assets()
@@ -238,7 +241,8 @@ def render_report(data: ReportData, *, max_failures: int = MAX_FAILURES) -> str:
         model_filter=_model_filter(series),
         repeats_note=" pass^k: share of cases whose every repeat passed." if any_repeats else "",
         summary_table=summary_table(sums),
-        harm_care_section=harm_care_section(series),
+        harm_care_section=harm_care_section(series, data.calibrations),
+        items_section=items_section(items),
         scores_chart=score_chart(score_rows(sums)),
         heatmap_chart=heatmap_chart(behaviours),
         behaviour_table=behaviour_table(behaviours, data.labels.pillar_names),

@@ -11,13 +11,14 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from ..codes import layout_label
 from ..execution.selection import RunSelection, subset_label
 from ..execution.unpriced import Unpriced
 from ..status import Status
 from .analytics import gate
 from .cost_text import usd
 from .figure_text import figure_text
-from .harm_care import harm_care
+from .harm_care import harm_care, layout_of
 
 
 def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpriced) -> str:
@@ -32,9 +33,10 @@ def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpri
         gate_text = f"{gates.status} ({confirmed} confirmed, {raw} raw critical failures)"
     run = f"run {tally.run_id}" if tally.run_id is not None else "not recorded"
     label = subset_label(selection.subset, selection.selected, selection.total) if selection else ""
+    layout = layout_label(layout_of(tally.results))
     cells = [
         (model, "model"),
-        (f"{run}, {label}" if label else run, "run"),
+        (f"{run}, {label}; layout: {layout}" if label else f"{run}; layout: {layout}", "run"),
         (figure_text("harm_rate", found["harm_rate"]), "harm-rate"),
         (figure_text("care_score", found["care_score"]), "care-score"),
         (

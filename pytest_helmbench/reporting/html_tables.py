@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..codes import layout_label, layouts_differ_line
 from ..execution.selection import subset_label
 from ..status import Status
 from ..storage.queries import FailureRow, RunInfo
@@ -52,6 +53,7 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         sc, rep = s.score, s.repeats
         scope = s.coverage.text() if s.coverage else s.subset
         scope_html = f'<br><span class="ci coverage">{e(scope)}</span>' if scope else ""
+        scope_html += f'<br><span class="ci layout">layout: {e(layout_label(s.layout))}</span>'
         cells = [
             f'<th scope="row">{e(s.label)}{scope_html}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
@@ -78,7 +80,9 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         total = e(usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total))
         cells.append(f'<td class="num">{total} <span class="ci">{parts}</span></td>')
         rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
-    return sortable_table("summary-table", head, rows)
+    differ = layouts_differ_line({s.label: s.layout for s in sums})
+    note = f'<p class="warn layouts-differ">{e(differ)}.</p>' if differ else ""
+    return note + sortable_table("summary-table", head, rows)
 
 
 #: Scoring version 3's figures in the models table, harm and care first (intervals on the three that

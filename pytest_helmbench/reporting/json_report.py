@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import HelmbenchError
 from ..storage.queries import ReportData
 from .harm_care import SCORING_VERSION
+from .judge_error import judge_corrected_figures, series_calibration
 from .series import Series, SeriesSummary, build_series, summarise
 
 SCHEMA_FILE = "report-v3.schema.json"
@@ -40,11 +41,14 @@ def report_schema() -> dict[str, Any]:
 
 
 def judge_corrected(series: Series, data: ReportData) -> dict[str, Any] | None:
-    """The harm rate and care score corrected for the judge's measured error (issue #25, point 5).
-
-    None until that estimator exists: the figures above then include no judge error, and readers are
-    told so by the null. The seam is here so the estimator fills one function, not the contract."""
-    return None
+    """The harm rate and care score corrected for the judge's measured error (judge_error.py): null
+    when no calibration of the series' judge covers its runs, or it cannot correct them (the figures
+    above then include no judge error, and the null says so)."""
+    calibration = series_calibration(series.run_ids, data.calibrations)
+    found = judge_corrected_figures(series.results, calibration.figures if calibration else None)
+    if found is None:
+        return None
+    return {name: None if figure is None else figure.as_json() for name, figure in found.items()}
 
 
 def model_entry(summary: SeriesSummary, series: Series, data: ReportData) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..codes import code_list, code_sort_key
+from ..codes import code_list, code_sort_key, layout_label
 from ..execution.outcome import CaseResult
 from ..execution.selection import subset_label
 from ..execution.unpriced import Unpriced
@@ -124,7 +124,7 @@ def summary_line(s: SeriesSummary) -> str:
     """One line per model for the command line: harm and care first (the headline)."""
     sc = s.score
     parts = [
-        f"{s.label}: {figures_line(s.figures)}",
+        f"{s.label} ({layout_label(s.layout)}): {figures_line(s.figures)}",
         f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
         + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
     ]

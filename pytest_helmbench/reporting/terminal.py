@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..codes import code_list
+from ..codes import code_list, layout_label, layouts_differ_line
 from ..execution.outcome import Outcome
 from ..execution.selection import RunSelection, subset_label
 from ..execution.unpriced import Unpriced
@@ -17,7 +17,7 @@ from .analytics import gate, repeat_stats
 from .cost_text import usd
 from .drift import drift_lines, gap_lines
 from .figure_text import figures_line
-from .harm_care import by, harm_care
+from .harm_care import by, harm_care, layout_of
 
 
 def _json(value: Any) -> str:
@@ -120,7 +120,8 @@ def model_lines(
     unknown = f" (no harm verdict for {figures.n_harm_unknown})" if figures.n_harm_unknown else ""
     n_passed = sum(r.status == Status.PASSED for r in results)
     yield (
-        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)})\n"
+        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)}; "
+        f"layout: {layout_label(layout_of(results))})\n"
         f"    {figures_line(figures)}\n"
         f"    {n_passed} passed, {figures.n_scored - n_passed} failed, {figures.n_errors} errors, "
         f"{figures.n_skipped} skipped{unknown}"
@@ -217,6 +218,9 @@ def summary_lines(summary: SessionSummary) -> Iterable[str]:
             f"{resume_counts.get('changed', 0)} changed since (prompt or options) and were run afresh; "
             f"{resume_counts.get('run', 0)} run"
         )
+    differ = layouts_differ_line({model: layout_of(t.results) for model, t in tallies.items() if t.results})
+    if differ:
+        yield f"note: {differ}"
     for model, tally in sorted(tallies.items()):
         yield from model_lines(
             model,

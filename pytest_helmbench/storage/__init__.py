@@ -8,9 +8,11 @@
   result_rows.py: what a Result row and its counter increments are, and PostgreSQL's one statement
   for a group of them; early.py: the Results stored before their items report them.
 - cache.py: the response cache's reads; queries.py: stored runs read back for analytics and reports;
-  records.py: every Result as a flat record, streamed (the export rows); columns.py: the column
-  sets (names, pandas dtypes) export and pytest_helmbench.results share; calibration_store.py: judge
-  calibrations, saved by `helmbench calibrate` and found again for a run's judge and rubrics.
+  records.py: every Result as a flat record, streamed (the export rows); transcripts.py: every Result
+  of a run with its messages, reply and verdicts, streamed (the Inspect log's samples); columns.py:
+  the column sets (names, pandas dtypes) export and pytest_helmbench.results share;
+  calibration_store.py: judge calibrations, saved by `helmbench calibrate` and found again for a
+  run's judge and rubrics.
 - coverage.py: which Results make a model's headline, and what a run selected; labels.py: the
   report's human names for stored codes; prior_runs.py: earlier runs read for a resume, a retry of
   errors and --helmbench-changed; run_scores.py: what a run was scored with.

@@ -401,3 +401,29 @@ def _headline_data(session: Session, source: str) -> ReportData:
         calibrations=load_calibrations(session, used),
         coverage=coverage,
     )
+
+
+@dataclass(frozen=True)
+class StoredReply:
+    """One scored Result as the item statistics read it: its model, scenario and checks' records."""
+
+    model: str
+    scenario: str
+    checks: Sequence[Any]
+
+
+def load_stored_replies(session: Session, run_ids: Sequence[int] | None = None) -> list[StoredReply]:
+    """The scored Results (passed or failed) of the selected runs, with their checks' stored records,
+    for the item statistics (reporting/items.py); a conversation gives the reply its Result shows."""
+    ids = _selected(session, run_ids)
+    if not ids:
+        return []
+    query = result_query(ids, Result.evaluation_details).where(
+        Result.status.in_((Status.PASSED, Status.FAILED))
+    )
+    found = []
+    for row in session.connection().execute(query):
+        details = row.evaluation_details if isinstance(row.evaluation_details, dict) else {}
+        checks = [c for c in details.get("checks") or () if isinstance(c, dict)]
+        found.append(StoredReply(row.model, row.scenario, checks))
+    return found
