@@ -10,6 +10,7 @@ stage or an earlier one, never a later one (tests/test_architecture.py keeps it 
 - execution/: one case end to end, and the outcome it ends as
 - storage/: the results database (SQLite or PostgreSQL) written by one recorder
 - reporting/: scores, intervals, the terminal summary, the HTML report, exports
+- workbench/: `helmbench serve`, the review web app (browse runs, blind clinician ratings, agreement)
 - plugin/: the pytest glue, the only place with `pytest_*` hooks (the `pytest11` entry point)
 - cli/: the `helmbench` command
 

@@ -40,10 +40,21 @@ STAGES = {
     "benchmark_root": 2,
     "reporting": 7,
     "results": 7,
-    "plugin": 8,
-    "cli": 9,  # the command reads the plugin's option table (one set of defaults)
+    "workbench": 8,  # the review web app: reads runs and scores, writes only its review tables
+    "plugin": 9,
+    "cli": 10,  # the command reads the plugin's option table (one set of defaults)
 }
-SUBPACKAGES = ("suite", "providers", "evaluation", "execution", "storage", "reporting", "plugin", "cli")
+SUBPACKAGES = (
+    "suite",
+    "providers",
+    "evaluation",
+    "execution",
+    "storage",
+    "reporting",
+    "workbench",
+    "plugin",
+    "cli",
+)
 ROOT_MODULES_AT_MOST = 12
 SOFT_LINES = 500  # beyond this a module gets a warning: worth a look, not a failure
 

@@ -629,7 +629,16 @@ def test_0005_adds_each_runs_selection_empty_and_goes_back_down_to_0004(db_url):
 # 0006: JSON columns as JSONB on PostgreSQL
 
 
-ADDED_AFTER_0006 = {("result", "messages"), ("runscore", "figures")}  # 0008: a Result's conversation; 0009
+ADDED_AFTER_0006 = {  # 0008: a Result's conversation; 0009; 0010: the review tables
+    ("result", "messages"),
+    ("runscore", "figures"),
+    ("reviewstudy", "strata"),
+    ("reviewstudy", "include"),
+    ("reviewstudy", "rubrics"),
+    ("reviewitem", "reasons"),
+    ("reviewitem", "judge_answers"),
+    ("reviewrating", "answers"),
+}
 
 
 def _json_columns() -> set[tuple[str, str]]:

@@ -6,8 +6,9 @@ commands (list, show, run-single, run-batch, run-all, estimate, coverage); bench
 `helmbench export-benchmark` (the benchmark as a Hugging Face dataset); results.py the commands
 on the results database (costs, report, items, export, cache, db); calibrate.py `helmbench
 calibrate` and `rescore`; compare.py `helmbench compare` and `baseline save`; init.py `helmbench
-init`; local.py `helmbench local-server`; defaults.py the defaults found the way pytest finds them.
-May import every stage and the plugin's option table; nothing imports it."""
+init`; local.py `helmbench local-server`; review.py `helmbench serve` and `helmbench review` (the
+workbench); defaults.py the defaults found the way pytest finds them. May import every stage and
+the plugin's option table; nothing imports it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from . import compare as cli_compare
 from . import init as cli_init
 from . import local as cli_local
 from . import results as cli_results
+from . import review as cli_review
 
 app = typer.Typer(
     help="HELMBench: mental-health safety evaluation of LLMs (a pytest plugin).",
@@ -68,6 +70,7 @@ cli_calibrate.register(app)
 cli_compare.register(app)
 cli_init.register(app)
 cli_local.register(app)
+cli_review.register(app)
 
 
 def main() -> None:

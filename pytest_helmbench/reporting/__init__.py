@@ -31,7 +31,7 @@
   ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
-storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
+storage) and never the other way round: only plugin/, workbench/ and cli/, which sit on top, import it. Only
 ``export``, ``frames``, ``json_report``, ``backfill``, ``items``, ``inspect_log`` and the page import the
 storage layer (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
 ``harm_care``, ``terminal``,

@@ -39,6 +39,7 @@ __all__ = [
     "cohen_kappa",
     "fleiss_kappa",
     "gwet_ac1",
+    "gwet_ac1_counts",
     "observed_agreement",
     "panel_agreement",
     "sensitivity",
@@ -112,6 +113,14 @@ def _checked(table: Sequence[Sequence[int]]) -> list[Sequence[int]]:
 def _mean_pair_agreement(rows: Sequence[Sequence[int]]) -> float:
     """Mean over items of the share of rater pairs that agree (Fleiss' P-bar)."""
     return sum(sum(c * (c - 1) for c in row) / (sum(row) * (sum(row) - 1)) for row in rows) / len(rows)
+
+
+def gwet_ac1_counts(
+    items: Sequence[Counter[Hashable]], categories: Iterable[Hashable] | None = None
+) -> float | None:
+    """Gwet's AC1 for two or more raters per item, each item given as its label counts (at least two
+    ratings each); None without items. The multi-rater form of :func:`gwet_ac1`."""
+    return _ac1(items, categories) if items else None
 
 
 def _ac1(items: Sequence[Counter[Hashable]], categories: Iterable[Hashable] | None) -> float:

@@ -312,3 +312,107 @@ END""",
 }
 for _trigger in RUN_COUNTER_TRIGGERS.values():
     event.listen(Result.__table__, "after_create", DDL(_trigger).execute_if(dialect="sqlite"))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# Clinician review (migration 0010; `helmbench review`, the workbench): studies of judged replies rated
+# blind by people, adjudicated, and compared with the judge. Ratings and adjudications are never
+# updated in place: an edit is a new revision, so every earlier answer is kept with who and when.
+
+
+class ReviewStudy(SQLModel, table=True):
+    """A sample of one run's judged replies put to human raters (`helmbench review create`)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="evaluationrun.id", index=True)
+    judge: str | None = None  # the run's (first) marking model: whose verdicts the raters are compared with
+    size: int  # items asked for (fewer when the run has fewer judged replies)
+    raters_per_item: int = 2
+    strata: list[str] = Field(default_factory=list, sa_column=Column(JSON_VALUE, nullable=False))
+    include: list[str] = Field(default_factory=list, sa_column=Column(JSON_VALUE, nullable=False))
+    # rubric hash -> {"name", "checks": [{"id", "question", "pass", "na_passes", ...}], "min_satisfied"}: the
+    # rubrics as they were judged (the files on disk may change later)
+    rubrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
+    break_items: int = 25  # a break is suggested after this many items in one sitting ...
+    break_minutes: int = 30  # ... or this many minutes
+    calibration_id: int | None = Field(default=None, foreign_key="judgecalibration.id")  # the last stored
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewItem(SQLModel, table=True):
+    """One judged reply of a study: a Result (and, in a conversation, one of its replies) and the rubric
+    check whose judge verdict the raters' answers are compared with."""
+
+    __table_args__ = (UniqueConstraint("study_id", "position"),)
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="reviewstudy.id", index=True)
+    position: int  # the order raters see the items in
+    result_id: int = Field(foreign_key="result.id", index=True)
+    turn: int | None = None  # a conversation's judged reply (its `turn`); None: the case's one reply
+    check_name: str  # which of the case's checks (an atomic rubric judged on the reply)
+    rubric_hash: str = Field(index=True)
+    stratum: str
+    reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON_VALUE, nullable=False))
+    judge_passed: bool | None = None  # never shown to a rater
+    judge_answers: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
+
+
+class Reviewer(SQLModel, table=True):
+    """A rater (or adjudicator) of one study, known by a personal link whose token is stored hashed."""
+
+    __table_args__ = (UniqueConstraint("study_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="reviewstudy.id", index=True)
+    name: str
+    role: str = "rater"  # rater | adjudicator
+    token_hash: str = Field(unique=True, index=True)  # sha256 of the link's token
+    created_at: datetime = Field(default_factory=utcnow)
+    warned_at: datetime | None = None  # when the content warning was acknowledged
+    sitting_started_at: datetime | None = None  # the current sitting (breaks are suggested from it)
+    sitting_items: int = 0
+
+
+class ReviewAssignment(SQLModel, table=True):
+    """Which rater rates which item."""
+
+    item_id: int = Field(foreign_key="reviewitem.id", primary_key=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id", primary_key=True, index=True)
+
+
+class ReviewRating(SQLModel, table=True):
+    """One rater's answer on one item; an edit adds the next revision (the newest counts)."""
+
+    __table_args__ = (UniqueConstraint("item_id", "reviewer_id", "revision"),)
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="reviewitem.id", index=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id", index=True)
+    revision: int = 1
+    verdict: str  # safe | unsafe | skipped
+    answers: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON_VALUE, nullable=False))
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewAdjudication(SQLModel, table=True):
+    """The final verdict on an item the raters disagreed on, with its reason; the newest revision counts."""
+
+    __table_args__ = (UniqueConstraint("item_id", "revision"),)
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="reviewitem.id", index=True)
+    reviewer_id: int | None = Field(default=None, foreign_key="reviewer.id")  # None: the owner
+    revision: int = 1
+    verdict: str  # safe | unsafe
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ResultFlag(SQLModel, table=True):
+    """What the workbench filters on that is inside a Result's evaluation details, read once per run:
+    whether it was judged, whether its judges disagreed (a panel, or re-judging), whether a
+    resource_check found numbers in no entry."""
+
+    result_id: int = Field(foreign_key="result.id", primary_key=True)
+    run_id: int = Field(foreign_key="evaluationrun.id", index=True)
+    judged: bool = False
+    disagreement: bool = False
+    unknown_numbers: bool = False

@@ -1,0 +1,140 @@
+"""What the workbench tests share: a judged run made by the oracle models (no key, no network), the
+`helmbench` command in a subprocess, and the real server started as a user starts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import text
+
+from pytest_helmbench.storage.engine import make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARK = ROOT / "benchmark"
+HELMBENCH = str(Path(sys.executable).with_name("helmbench"))
+PYTEST = str(Path(sys.executable).with_name("pytest"))
+LINK = re.compile(r"^http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{40,}$")
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">XSS-MARK'
+
+
+def env() -> dict[str, str]:
+    found = {k: v for k, v in os.environ.items() if not k.startswith(("HELMBENCH_", "PYTEST_"))}
+    found["PYTEST_ADDOPTS"] = "-p no:randomly"
+    return found
+
+
+def judged_run(db_url: str, folder: Path, sample: int = 16) -> None:
+    """Two oracle models' runs of a sample of the shipped benchmark, judged by the oracle judge."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run(
+        [
+            PYTEST,
+            str(BENCHMARK),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            f"helmbench_root={BENCHMARK}",
+            "--helmbench-model=oracle/safe,oracle/borderline-unsafe",
+            "--helmbench-marking-model=oracle/judge",
+            "--helmbench-user-model=oracle/user",
+            f"--helmbench-sample={sample}",
+            f"--helmbench-db={db_url}",
+        ],
+        cwd=folder,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def helmbench(*args: str, db_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [HELMBENCH, *args, "--db", db_url], cwd=cwd, env=env(), capture_output=True, text=True, timeout=120
+    )
+
+
+def sql(db_url: str, statement: str, **params: object) -> list[tuple]:
+    engine = make_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(text(statement), params)
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def run_of(db_url: str, model: str) -> int:
+    return sql(
+        db_url,
+        "select r.id from evaluationrun r join llm on llm.id = r.llm_id where llm.model_id = :m",
+        m=model,
+    )[0][0]
+
+
+def plant_reply(db_url: str, result_id: int, reply: str) -> None:
+    """Make a stored Result's reply (every turn of it) hold `reply`: untrusted text as a model wrote it."""
+    details, answer = sql(
+        db_url, "select evaluation_details, parsed_answer from result where id = :i", i=result_id
+    )[0]
+    details = json.loads(details) if isinstance(details, str) else details
+    answer = json.loads(answer) if isinstance(answer, str) else answer
+    if isinstance(answer, dict):
+        answer["response"] = reply
+    for turn in details.get("turns") or ():
+        if isinstance(turn.get("answer"), dict):
+            turn["answer"]["response"] = reply
+        turn["reply"] = reply
+    sql(
+        db_url,
+        "update result set evaluation_details = :d, parsed_answer = :a, raw_response = :r where id = :i",
+        d=json.dumps(details),
+        a=json.dumps(answer),
+        r=reply,
+        i=result_id,
+    )
+
+
+@contextmanager
+def server(db_url: str, cwd: Path) -> Iterator[str]:
+    """`helmbench serve --port 0` as a user runs it; yields the owner's link (its first line)."""
+    process = subprocess.Popen(
+        [HELMBENCH, "serve", "--db", db_url, "--port", "0"],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = time.monotonic()
+        line = process.stdout.readline().strip() if process.stdout else ""
+        assert LINK.match(line), (line, process.stderr.read() if process.poll() is not None else "")
+        assert time.monotonic() - started < 10
+        yield line
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def base_of(link: str) -> str:
+    return link.split("/?", 1)[0]
+
+
+def on(base: str, link: str) -> str:
+    """A rater's link (printed for the default port) on the server the test started on a free port."""
+    return base + "/?" + link.split("/?", 1)[1]
