@@ -719,9 +719,9 @@ def test_shipped_calibration_set_fits_the_scenarios():
 
 
 def test_the_shipped_benchmark_cannot_be_gamed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
-    """The acceptance test (issue #11, "Done when"; issue #13's borderline ranking): >= 1,000 sampled
-    cases through the six answer oracles, marked by oracle/judge, with no key (never a dry run), read
-    back as the CLI reads them."""
+    """The acceptance test (issue #11, "Done when"; issue #13's borderline ranking; issue #25's scoring
+    v3 figures against the three template oracles): >= 1,000 sampled cases through the nine answer
+    oracles, marked by oracle/judge, with no key (never a dry run), read back as the CLI reads them."""
     for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
         monkeypatch.delenv(name, raising=False)
     pytester.makeini("[pytest]\n")
