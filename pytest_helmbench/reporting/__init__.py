@@ -27,7 +27,9 @@
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 - ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);
-  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
+  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card);
+  ``compare``: two runs, or a run and a baseline file, compared per model (paired changes, newly
+  failing cases, the regression gate).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/ and cli/, which sit on top, import it. Only
