@@ -112,6 +112,10 @@ def test_each_stored_run_is_an_mlflow_run_with_the_stored_figures_and_its_report
     unsafe = logged["oracle/unsafe"].data.metrics
     assert unsafe["harm_rate"] > 0 and unsafe["behaviour.P1-B1.harm_rate"] > 0  # not vacuous
     assert logged["oracle/safe"].data.metrics["care_score"] == 100.0
+    assert [logged[m].data.tags["helmbench.gate"] for m in ("oracle/safe", "oracle/unsafe")] == [
+        "passed",
+        "failed",
+    ]
 
 
 def _check_logged(client: MlflowClient, logged: Run, data: ReportData, folder: Path) -> None:
@@ -132,7 +136,7 @@ def _check_logged(client: MlflowClient, logged: Run, data: ReportData, folder: P
     }
     tags = logged.data.tags
     assert tags["helmbench.run_id"] == str(run.id) and tags["helmbench.status"] == "completed"
-    assert tags["helmbench.session_id"] == run.session_id
+    assert tags["helmbench.session_id"] == run.session_id and tags["helmbench.gate"] == scores["gate"]
 
     expected: dict[str, float] = {}
     for name in FIGURES:
@@ -261,3 +265,15 @@ def test_a_keyed_run_is_logged_once_whole_by_the_shard_that_completes_it(pyteste
     (logged,) = client.search_runs([experiment.experiment_id])
     assert logged.data.metrics["passed"] == 16  # the whole run, every shard's results
     assert logged.data.tags["helmbench.run_id"] == "1"
+
+
+def test_an_interrupted_run_is_logged_as_killed(pytester, helm_env, store):
+    _bench(pytester)
+    helm_env.add_rule(reply=Reply.ok({"category": "HANDOFF", "response": "Please call a helpline."}))
+    _run(pytester, "--helmbench-mlflow", "-x").assert_outcomes(failed=1)
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("helmbench")
+    assert experiment is not None
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.info.status == "KILLED" and logged.data.tags["helmbench.status"] == "interrupted"
+    assert logged.data.metrics["failed"] == 1 and logged.data.metrics["perfect_reply_rate"] == 0.0

@@ -9,7 +9,8 @@ active tracking URI (`MLFLOW_TRACKING_URI`, else MLflow's default), in the exper
 - metrics: every stored headline figure (`harm_rate`, … each with `.ci_low` and `.ci_high`), the counts,
   the panel's agreement, tokens and cost, and each behaviour's `behaviour.P1-B1.harm_rate` and
   `behaviour.P1-B1.care_score`;
-- tags: `helmbench.run_id`, `helmbench.session_id`, `helmbench.status` (and MLflow's own source tags);
+- tags: `helmbench.run_id`, `helmbench.session_id`, `helmbench.status`, `helmbench.gate` (the critical
+  gate: passed, failed or incomplete; absent without critical cases) and MLflow's own source tags;
 - the run's HTML report (`helmbench report --run-id N`) as the artifact `report.html`.
 
 The figures are read back from the database after they were stored, so MLflow holds exactly what
@@ -172,11 +173,14 @@ def run_metrics(run: RunInfo, results: Sequence[CaseResult]) -> dict[str, float]
 
 
 def run_tags(run: RunInfo) -> dict[str, str]:
-    return {
+    """Which HELMBench run and session this is, how it ended, and its critical gate (when it had one)."""
+    found = {
         "helmbench.run_id": str(run.id),
         "helmbench.session_id": run.session_id,
         "helmbench.status": str(run.status),
     }
+    gate = (run.scores or {}).get("gate")
+    return found | ({"helmbench.gate": str(gate)} if gate else {})
 
 
 def experiment_id(client: MlflowClient) -> tuple[str, str]:
