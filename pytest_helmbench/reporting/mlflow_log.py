@@ -21,10 +21,13 @@ The figures are read back from the database after they were stored, so MLflow ho
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,7 +61,7 @@ COUNTS = (
 BEHAVIOUR_FIGURES = ("harm_rate", "care_score")
 #: A HELMBench run's status as the MLflow run's.
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED"}
-MESSAGE_AT_MOST = 400
+MESSAGE_AT_MOST = 1000  # MLflow names its remedy at the end of a long first line
 
 
 class MlflowLogError(HelmbenchError):
@@ -263,6 +266,33 @@ def log_runs(db_url: str, runs: dict[str, int]) -> MlflowOutcome:
     ordered = sorted((run_id, model) for model, run_id in runs.items())
     outcome = MlflowOutcome(not_logged=list(ordered))
     try:
+        import mlflow  # noqa: F401 - configures its loggers (on first import), which quiet_mlflow then quiets
+    except ImportError as exc:
+        outcome.error = one_line(exc)
+        return outcome
+    with quiet_mlflow():
+        _log_each(db_url, ordered, outcome)
+    return outcome
+
+
+@contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """MLflow's own chatter kept out of the session's output: its INFO lines (`Creating initial MLflow
+    database tables...`) and the warnings its libraries raise inside it (SQLAlchemy's deprecations)
+    say nothing a HELMBench user can act on; its warnings and errors still show."""
+    logger = logging.getLogger("mlflow")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _log_each(db_url: str, ordered: list[tuple[int, str]], outcome: MlflowOutcome) -> None:
+    try:
         import mlflow
         from mlflow.tracking import MlflowClient
 
@@ -275,4 +305,3 @@ def log_runs(db_url: str, runs: dict[str, int]) -> MlflowOutcome:
             outcome.not_logged.remove((run_id, model))
     except Exception as exc:  # noqa: BLE001 - MLflow, its store or its server: one line, never a traceback
         outcome.error = one_line(exc)
-    return outcome
