@@ -186,12 +186,23 @@ def test_under_xdist_only_the_controller_logs_one_mlflow_run_per_model(
     assert result.stdout.str().count("MLflow: run ") == 2
 
 
-def test_the_environment_twin_turns_it_on(pytester, helm_env, store, monkeypatch):
+def test_the_environment_twin_and_a_new_sqlite_store_with_nothing_of_mlflow_s_chatter(
+    pytester, helm_env, store, monkeypatch, tmp_path
+):
+    """MLFLOW_TRACKING_URI=sqlite:///… (MLflow 3's recommended local store): MLflow creates its tables
+    without its INFO lines in pytest's output, and SQLAlchemy's warnings inside MLflow stay out of the
+    warnings summary."""
+    sqlite = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", sqlite)
     monkeypatch.setenv("HELMBENCH_MLFLOW", "1")
     _bench(pytester)
     helm_env.add_rule(reply=Reply.ok(GOOD))
-    _run(pytester, "--helmbench-select=P1-B1").assert_outcomes(passed=8)
-    client = MlflowClient(store)
+    result = _run(pytester, "--helmbench-select=P1-B1")
+    result.assert_outcomes(passed=8)
+    out = result.stdout.str() + result.stderr.str()
+    assert "mlflow.store" not in out and "SADeprecationWarning" not in out
+    assert f"in experiment 'helmbench' at {sqlite}" in out
+    client = MlflowClient(sqlite)
     experiment = client.get_experiment_by_name("helmbench")
     assert experiment is not None and len(client.search_runs([experiment.experiment_id])) == 1
 
