@@ -279,7 +279,7 @@ def log_runs(db_url: str, runs: dict[str, int]) -> MlflowOutcome:
 def quiet_mlflow() -> Iterator[None]:
     """MLflow's own chatter kept out of the session's output: its INFO lines (`Creating initial MLflow
     database tables...`) and the warnings its libraries raise inside it (SQLAlchemy's deprecations)
-    say nothing a HELMBench user can act on; its warnings and errors still show."""
+    say nothing a HELMBench user can act on; what its log says at WARNING and above still shows."""
     logger = logging.getLogger("mlflow")
     level = logger.level
     logger.setLevel(max(level, logging.WARNING))
