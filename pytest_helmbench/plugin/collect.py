@@ -56,6 +56,12 @@ def check_usage(state: HelmbenchState) -> None:
     """Read every option and build the settings once (a bad value raises ConfigError); any other
     problem (a benchmark file, a conflicting evaluator) is left to collection, which names the file."""
     check_options(state.config)
+    if state.option("mlflow"):
+        from ..reporting.mlflow_log import missing_mlflow
+
+        missing = missing_mlflow()  # said before anything is sent, not when the results are in
+        if missing:
+            raise ConfigError(missing)
     try:
         _ = state.settings, state.loader
         if state.settings.prices_file is not None:

@@ -89,6 +89,7 @@ class ControllerHooks:
         self.interrupted = False  # Ctrl-C (or SIGTERM) reached pytest
         self.exit_status: int | None = None  # a pytest.exit with its status (a refusal under -n)
         self.comparisons: list[Any] = []  # with --helmbench-baseline: each model against it
+        self.mlflow_lines: list[str] = []  # with --helmbench-mlflow: what was logged, or why not
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Resume / retry errors: plan before any worker collects, so all deselect the same cases."""
@@ -159,6 +160,7 @@ class ControllerHooks:
             exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         )
         finish(state, interrupted)
+        self.mlflow_lines = log_to_mlflow(state)  # never changes the exit status
         if self.exit_status is not None:  # pytest.exit's own status (stop_session stopped the models)
             session.exitstatus = self.exit_status
             return
@@ -228,6 +230,8 @@ class ControllerHooks:
                 terminalreporter.write_line(for_terminal(warning), yellow=True)
         for line in self._baseline_lines():
             terminalreporter.write_line(for_terminal(line))
+        for line in self.mlflow_lines:
+            terminalreporter.write_line(for_terminal(line))
         for line in self._stop_lines():
             terminalreporter.write_line(for_terminal(line))
 
@@ -278,6 +282,31 @@ def compare_with_baseline(state: HelmbenchState) -> list[Any]:
 
     now = verdicts_of(r for tally in state.tallies.values() for r in tally.results)
     return [compare(baseline[model], now[model]) for model in sorted(now) if model in baseline]
+
+
+def log_to_mlflow(state: HelmbenchState) -> list[str]:
+    """--helmbench-mlflow: each run whose figures this session stored, logged to MLflow; the lines the
+    summary says. A keyed run other shards are still adding to is left to the shard that completes it."""
+    try:
+        wanted = state.option("mlflow")
+    except ConfigError:  # said at session start
+        return []
+    recorder = state.recorder
+    if not wanted or recorder is None or recorder.refused or not recorder.runs:
+        return []
+    if state.storage_error:
+        return ["warning: MLflow: nothing logged: the session's results could not all be stored"]
+    from ..reporting.mlflow_log import log_runs
+    from ..reporting.run_record import runs_to_score
+
+    runs = runs_to_score(recorder)
+    lines = [
+        f"MLflow: run {run_id} ({model}) is still running in other shards: the shard that completes it "
+        "logs it"
+        for model, run_id in sorted(recorder.runs.items())
+        if model not in runs
+    ]
+    return lines + (log_runs(state.settings.db_url, runs).lines() if runs else [])
 
 
 def resume_request(state: HelmbenchState) -> tuple[str, bool] | None:

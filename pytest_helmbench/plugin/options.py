@@ -206,6 +206,15 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
     ),
     Option(
+        "mlflow",
+        "log each stored run (headline and per-behaviour figures, the report as an artifact) to MLflow's "
+        "active tracking URI, experiment helmbench unless MLFLOW_EXPERIMENT_NAME says otherwise "
+        "(the mlflow extra)",
+        "HELMBENCH_MLFLOW",
+        False,
+        "bool",
+    ),
+    Option(
         "fail-under",
         "exit non-zero when a model's score (0-100) is below this "
         "(exit statuses: docs/reference/exit-codes.md)",

@@ -28,12 +28,16 @@
 - ``export``: every stored Result as CSV, JSON, JSON Lines or Parquet; ``frames``: runs, Results and
   scores as typed pandas DataFrames (``pytest_helmbench.results``), pandas imported lazily.
 - ``inspect_log``: a run as an Inspect AI eval log (inspect-ai imported lazily, the `inspect` extra);
-  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card).
+  ``benchmark_dataset``: the benchmark's cases as a Hugging Face dataset (parquet and a dataset card);
+  ``compare``: two runs, or a run and a baseline file, compared per model (paired changes, newly
+  failing cases, the regression gate);
+  ``mlflow_log``: each run a session stored as an MLflow run, its figures and report (`--helmbench-mlflow`,
+  mlflow imported lazily, the `mlflow` extra).
 
 Modules here may import from every earlier stage (codes, status, suite, evaluation, execution,
 storage) and never the other way round: only plugin/, workbench/ and cli/, which sit on top, import it. Only
 ``export``, ``frames``, ``json_report``, ``backfill``, ``items``, ``inspect_log`` and the page import the
-storage layer (and so SQLAlchemy); the modules the plugin imports at start-up (``analytics``,
-``harm_care``, ``terminal``,
-``html_extras``) use the standard library and pytest-html only.
+storage layer (and so SQLAlchemy; ``mlflow_log`` inside its functions); the modules the plugin imports
+at start-up (``analytics``, ``harm_care``, ``terminal``, ``html_extras``) use the standard library and
+pytest-html only.
 """
