@@ -212,7 +212,12 @@ def _commands() -> dict[str, list[str]]:
             if hasattr(command, "list_commands"):  # a group: `helmbench db`, `helmbench cache`
                 walk(command, f"{prefix} {name}", context)
             else:
-                flags = [opt for p in command.params if p.param_type_name == "option" for opt in p.opts]
+                flags = [  # a boolean flag's off switch too: `--store/--no-store`
+                    opt
+                    for p in command.params
+                    if p.param_type_name == "option"
+                    for opt in (*p.opts, *p.secondary_opts)
+                ]
                 found[f"{prefix} {name}"] = flags
 
     walk(root, "helmbench", root.context_class(root))
