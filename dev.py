@@ -3,6 +3,7 @@
 
     python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
+    python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
 
 Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
 `dev` extras whenever pyproject.toml changed (a stamp file inside `.venv` holds its hash). `test`
@@ -39,7 +40,7 @@ BENCH_ARGS = (
 TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
-USAGE = "usage: python3 dev.py {bench|test} [pytest args]"
+USAGE = "usage: python3 dev.py {bench|test|setup} [pytest args]"
 
 
 @dataclass(frozen=True)
@@ -175,13 +176,18 @@ def ensure_system_packages() -> None:
 def main(argv: Sequence[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 (a fresh machine may run an older python3)
         raise SystemExit("dev.py: HELMBench needs Python >= 3.11")
-    if not argv or argv[0] not in ("bench", "test"):
+    if not argv or argv[0] not in ("bench", "test", "setup"):
         raise SystemExit(USAGE)
     action, extra = argv[0], list(argv[1:])
+    if action == "setup" and extra:
+        raise SystemExit("dev.py: setup takes no arguments")
     python = ensure_venv(VENV)
     ensure_install(python, VENV)
-    if action == "test":
+    if action in ("test", "setup"):
         ensure_system_packages()
+    if action == "setup":
+        say(f"set up: {VENV} (activate it with `. {VENV / 'bin' / 'activate'}`); nothing was run")
+        return 0
     env = venv_env(VENV)
     *checks, last = final_steps(action, VENV, extra)
     for step in checks:

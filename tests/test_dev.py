@@ -102,3 +102,20 @@ def test_real_local_model_tests_share_one_xdist_worker(request: pytest.FixtureRe
     if not getattr(request.config.option, "loadgroup", False):  # set on xdist's workers
         pytest.skip("only meaningful under --dist loadgroup")
     assert all(i.nodeid.endswith("@local_model") for i in local), [i.nodeid for i in local]
+
+
+def test_setup_only_prepares_the_environment_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """#31.6: `python3 dev.py setup` makes the venv, installs and checks the system packages, then
+    stops (no lint, no tests, no benchmark); it takes no arguments."""
+    done: list[str] = []
+    monkeypatch.setattr(dev, "ensure_venv", lambda venv: done.append("venv") or tmp_path / "python")
+    monkeypatch.setattr(dev, "ensure_install", lambda python, venv: done.append("install"))
+    monkeypatch.setattr(dev, "ensure_system_packages", lambda: done.append("system"))
+    monkeypatch.setattr(dev, "run", lambda step, env=None: done.append(step.label) or 0)
+    monkeypatch.setattr(dev.os, "execve", lambda *a: done.append("exec"))
+    assert dev.main(["setup"]) == 0
+    assert done == ["venv", "install", "system"]
+    with pytest.raises(SystemExit, match="setup takes no arguments"):
+        dev.main(["setup", "-k", "x"])
