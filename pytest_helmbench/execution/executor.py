@@ -36,7 +36,7 @@ from ..providers.pool import ClientPool
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
-from ..suite.prompt import ComposedPrompt, render_messages
+from ..suite.prompt import ComposedPrompt, render_messages, with_guidance
 from .activity import Activity
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
@@ -309,9 +309,11 @@ class Executor:
                     raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
                 graded = extraction.response(response)
         self._step(talk, log, "checks and judge calls")
+        live = talk.prompt.live
+        guidance = live[index - 1].expect if 0 < index <= len(live) else None
         verdict = evaluate_case(
             self.evaluators,
-            case.scenario,
+            with_guidance(case.scenario, guidance),  # a live script's `## Expect` for this turn
             conversation,
             graded,
             helpers.panel(log, self._votes(case)),

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..codes import DEPLOYED, SEED
 from .cases import Case
 from .conversation import USER_INPUT_TAG, LiveTurn, Simulation
 from .markdown import xml_section
+from .model import Criteria, Scenario
 
 Message = dict[str, str]
 
@@ -120,3 +121,22 @@ def compose(case: Case) -> ComposedPrompt:
         dialogue.simulation if dialogue is not None else None,
         dialogue.live if dialogue is not None else (),
     )
+
+
+GUIDANCE_TAG = "turn_guidance"
+
+
+def with_guidance(scenario: Scenario, guidance: str | None) -> Scenario:
+    """The scenario as the judge reads one reply of a live script: every rubric it is judged by ends
+    with that turn's `## Expect` (the author's guidance, a tagged section of the rubric, never of the
+    data); None: the scenario as it is."""
+    if not guidance:
+        return scenario
+
+    def guided(criteria: Criteria | None) -> Criteria | None:
+        if criteria is None:
+            return None
+        return replace(criteria, text=f"{criteria.text}\n\n{xml_section(GUIDANCE_TAG, guidance)}")
+
+    checks = tuple(replace(check, criteria=guided(check.criteria)) for check in scenario.checks)
+    return replace(scenario, criteria=guided(scenario.criteria), checks=checks)
