@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import sqlalchemy.engine
 
     from ..reporting.items import ItemStats
-    from ..storage.queries import ReportData
+    from ..storage.queries import ReportData, StoredReply
     from ..storage.tables import LLM, EvaluationRun
 
 RunIdOption = typer.Option(None, "--run-id", help="a run id; repeat for several")
@@ -280,13 +280,15 @@ def report(
         return
     from ..codes import layouts_differ_line
     from ..reporting.html_report import render_report, summaries, summary_line
+    from ..reporting.unknown_numbers import unknown_numbers
 
+    replies = stored_replies(db, [run.id for run in data.runs])
     try:
-        stats = item_statistics(db, [run.id for run in data.runs], None)
+        stats = item_statistics(replies, None)
     except (ConfigFileError, HelmbenchError) as exc:  # the page says there are no item statistics
         typer.echo(for_terminal(f"note: no item statistics ({exc})"), err=True)
         stats = None
-    page = render_report(data, items=stats)
+    page = render_report(data, items=stats, numbers=unknown_numbers(replies))
     _write_text(Path(target), page)
     typer.echo(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
@@ -428,7 +430,7 @@ def items(
     from ..storage.engine import safe_url
 
     try:
-        stats = item_statistics(db, run_id or None, root)
+        stats = item_statistics(stored_replies(db, run_id or None), root)
     except ConfigFileError as exc:
         fail(str(exc))
     if stats is None:
@@ -438,23 +440,28 @@ def items(
         typer.echo(for_terminal(line))
 
 
-def item_statistics(db: str | None, run_ids: list[int] | None, root: Path | None) -> ItemStats | None:
-    """The item statistics of the given runs (None: no scored result); atomic items' pass rules are
-    read from the benchmark at `root` (default: as pytest finds it). ConfigFileError: a config file
-    pytest would refuse."""
+def stored_replies(db: str | None, run_ids: list[int] | None) -> list[StoredReply]:
+    """The scored Results of the given runs (every run: None) with their checks' records."""
     from sqlmodel import Session
 
-    from ..evaluation.builtin import builtin_registry
-    from ..reporting.items import item_stats, rubric_items
     from ..storage.queries import load_stored_replies
-    from ..suite.loader import BenchmarkLoader
 
     engine = open_existing_db(db)
     try:
         with Session(engine) as session:
-            replies = load_stored_replies(session, run_ids)
+            return load_stored_replies(session, run_ids)
     finally:
         engine.dispose()
+
+
+def item_statistics(replies: list[StoredReply], root: Path | None) -> ItemStats | None:
+    """The item statistics of these replies (None: none); atomic items' pass rules are read from the
+    benchmark at `root` (default: as pytest finds it). ConfigFileError: a config file pytest would
+    refuse."""
+    from ..evaluation.builtin import builtin_registry
+    from ..reporting.items import item_stats, rubric_items
+    from ..suite.loader import BenchmarkLoader
+
     if not replies:
         return None
     loader = BenchmarkLoader(root or find_project().root, evaluation_types=builtin_registry())

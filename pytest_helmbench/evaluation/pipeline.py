@@ -104,6 +104,12 @@ class CheckVerdict:
         }
         if panel is not None and panel.votes:  # a lone judge's every call; its ruling is their majority
             found["votes"] = [v.to_dict() for v in panel.votes]
+        numbers = self.evaluation.details.get("numbers") if self.evaluation is not None else None
+        if numbers is not None:  # resource_check: each number's outcome, the unknown ones to verify
+            details = self.evaluation.details  # type: ignore[union-attr]
+            found["numbers"] = numbers
+            found["unknown"] = list(details.get("unknown") or ())
+            found["locale"] = details.get("locale")
         return found
 
 

@@ -17,6 +17,7 @@
   against gold labels); ``judge_error`` (the harm rate and care score corrected for the judge's
   measured error, Rogan–Gladen with a bootstrap over scenarios and calibration items); ``items``
   (item statistics: each check's pass rate per model, ceiling and floor, discrimination);
+  ``unknown_numbers`` (the report's numbers to verify: phone numbers resources.yml holds nowhere);
   ``content_coverage`` (what the benchmark covers, from its files).
 - The `helmbench report` page: ``series`` (one row per model or run), ``html_tables``, ``charts`` and
   ``drift_chart`` (inline SVG drawn in Python, on the primitives of ``svg``), ``html_drift`` (the Drift

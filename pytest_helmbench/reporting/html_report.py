@@ -53,6 +53,7 @@ from .html_tables import (
 from .items import ItemStats, items_section
 from .series import Series, SeriesSummary, build_series, summaries, summarise, summary_line
 from .svg import esc
+from .unknown_numbers import UnknownNumber, unknown_numbers_section
 
 # The command line prints a line per series next to the page; it may import both from here.
 __all__ = ["MAX_FAILURES", "assets", "render_report", "summaries", "summary_line"]
@@ -222,7 +223,11 @@ def _redacted(data: ReportData) -> ReportData:
 
 
 def render_report(
-    data: ReportData, *, max_failures: int = MAX_FAILURES, items: ItemStats | None = None
+    data: ReportData,
+    *,
+    max_failures: int = MAX_FAILURES,
+    items: ItemStats | None = None,
+    numbers: list[UnknownNumber] | None = None,
 ) -> str:
     """The whole report page as one string (inline CSS, SVG and JS, nothing fetched at view time)."""
     data = _redacted(data)
@@ -243,6 +248,7 @@ def render_report(
         summary_table=summary_table(sums),
         harm_care_section=harm_care_section(series, data.calibrations),
         items_section=items_section(items),
+        numbers_section=unknown_numbers_section(numbers),
         scores_chart=score_chart(score_rows(sums)),
         heatmap_chart=heatmap_chart(behaviours),
         behaviour_table=behaviour_table(behaviours, data.labels.pillar_names),

@@ -410,6 +410,7 @@ class StoredReply:
     model: str
     scenario: str
     checks: Sequence[Any]
+    case_code: str = ""
 
 
 def load_stored_replies(session: Session, run_ids: Sequence[int] | None = None) -> list[StoredReply]:
@@ -425,5 +426,5 @@ def load_stored_replies(session: Session, run_ids: Sequence[int] | None = None) 
     for row in session.connection().execute(query):
         details = row.evaluation_details if isinstance(row.evaluation_details, dict) else {}
         checks = [c for c in details.get("checks") or () if isinstance(c, dict)]
-        found.append(StoredReply(row.model, row.scenario, checks))
+        found.append(StoredReply(row.model, row.scenario, checks, row.case_code))
     return found
