@@ -112,6 +112,24 @@ def test_compare_baseline_save_and_the_regression_gate_end_to_end(pytester, helm
     ]
     same = runner.invoke(app, ["compare", "1", "1", "--db", url])
     assert same.exit_code == 0 and "no regression" in same.output
+    page = tmp_path / "report.html"
+    shown = runner.invoke(
+        app,
+        [
+            "report",
+            "--db",
+            url,
+            "--run-id",
+            "2",
+            "--baseline",
+            str(tmp_path / "base.json"),
+            "--out",
+            str(page),
+        ],
+    )
+    assert shown.exit_code == 0, shown.output
+    text = page.read_text(encoding="utf-8")
+    assert '<section id="baseline">' in text and "newly failing (8): P1-B1-S2-C1-PT2 [critical]" in text
 
 
 def test_a_baseline_that_cannot_be_read_is_a_usage_error(pytester, helm_env, tmp_path):

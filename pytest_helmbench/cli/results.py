@@ -20,6 +20,8 @@ from .defaults import ConfigFileError, find_project
 if TYPE_CHECKING:
     import sqlalchemy.engine
 
+    from ..execution.outcome import CaseResult
+    from ..reporting.compare import Comparison
     from ..reporting.items import ItemStats
     from ..storage.queries import ReportData, StoredReply
     from ..storage.tables import LLM, EvaluationRun
@@ -252,6 +254,9 @@ def report(
         "--out",
         help="file to write (default report.html; for json, - is standard output and the default)",
     ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="a baseline file: the page adds each model's comparison with it"
+    ),
     db: str | None = DbOption,
 ) -> None:
     """Write one self-contained HTML page comparing models and runs, or their headline as JSON.
@@ -288,7 +293,8 @@ def report(
     except (ConfigFileError, HelmbenchError) as exc:  # the page says there are no item statistics
         typer.echo(for_terminal(f"note: no item statistics ({exc})"), err=True)
         stats = None
-    page = render_report(data, items=stats, numbers=unknown_numbers(replies))
+    comparisons = baseline_comparisons(baseline, data.results) if baseline is not None else None
+    page = render_report(data, items=stats, numbers=unknown_numbers(replies), comparisons=comparisons)
     _write_text(Path(target), page)
     typer.echo(
         f"wrote {target} ({len(data.runs)} run(s), {len(data.results)} results, "
@@ -438,6 +444,18 @@ def items(
         return
     for line in item_lines(stats):
         typer.echo(for_terminal(line))
+
+
+def baseline_comparisons(path: Path, results: list[CaseResult]) -> list[Comparison]:
+    """Each model of the report that the baseline file holds, compared with it (a bad file: exit 1)."""
+    from ..reporting.compare import BaselineError, compare, load_baseline, verdicts_of
+
+    try:
+        before = load_baseline(path)
+    except BaselineError as exc:
+        fail(str(exc))
+    now = verdicts_of(results)
+    return [compare(before[model], now[model]) for model in sorted(now) if model in before]
 
 
 def stored_replies(db: str | None, run_ids: list[int] | None) -> list[StoredReply]:

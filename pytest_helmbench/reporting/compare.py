@@ -338,3 +338,27 @@ def comparison_json(found: Comparison) -> dict[str, Any]:
         "harm_by_behaviour": {b: {"before": x, "after": y} for b, (x, y) in found.harm_by_behaviour.items()},
         "regressed": found.regressed,
     }
+
+
+def comparison_section(comparisons: list[Comparison] | None) -> str:
+    """The report's "Against the baseline" section (`helmbench report --baseline FILE`): each model's
+    comparison as the terminal gives it; nothing without a baseline."""
+    if comparisons is None:
+        return ""
+    from html import escape
+
+    blocks = [
+        f'<pre class="comparison{" regressed" if c.regressed else ""}">'
+        + escape("\n".join(comparison_lines(c, limit=25)))
+        + "</pre>"
+        for c in comparisons
+    ] or ["<p>The baseline holds none of these models.</p>"]
+    return (
+        '<section id="baseline">\n<h2>Against the baseline</h2>\n<p class="explain">Each model paired case '
+        "by case with the baseline over the cases both scored: harm and perfect-reply rates with "
+        "Newcombe's paired interval and McNemar's exact test, care with a bootstrap interval, the cases "
+        "newly failing (critical first), newly harmful and newly passing. It regressed when a critical "
+        "case newly fails or the harm rate rose beyond its interval.</p>\n"
+        + "\n".join(blocks)
+        + "\n</section>"
+    )

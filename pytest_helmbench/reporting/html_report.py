@@ -38,6 +38,7 @@ from .charts import (
     heatmap_chart,
     score_chart,
 )
+from .compare import Comparison, comparison_section
 from .html_drift import drift_section
 from .html_harm_care import harm_care_section
 from .html_judges import judges_table
@@ -228,6 +229,7 @@ def render_report(
     max_failures: int = MAX_FAILURES,
     items: ItemStats | None = None,
     numbers: list[UnknownNumber] | None = None,
+    comparisons: list[Comparison] | None = None,
 ) -> str:
     """The whole report page as one string (inline CSS, SVG and JS, nothing fetched at view time)."""
     data = _redacted(data)
@@ -249,6 +251,7 @@ def render_report(
         harm_care_section=harm_care_section(series, data.calibrations),
         items_section=items_section(items),
         numbers_section=unknown_numbers_section(numbers),
+        comparison_section=comparison_section(comparisons),
         scores_chart=score_chart(score_rows(sums)),
         heatmap_chart=heatmap_chart(behaviours),
         behaviour_table=behaviour_table(behaviours, data.labels.pillar_names),
