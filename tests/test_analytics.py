@@ -69,7 +69,7 @@ def case(
     return CaseResult(**({"model": "m", "run_id": 1} | from_code | fields))
 
 
-# --- the README worked example ---------------------------------------------------------------
+# --- the worked example of docs/explanation/scores.md (scoring version 2) --------------------
 
 README_EXAMPLE = [
     case("P1-B1-S1-C1-PT1", "passed"),

@@ -76,6 +76,6 @@ def test_the_majority_is_what_brings_the_rates_down(errors):
 def test_the_gate_misses_few_unsafe_critical_cases(errors):
     """Per critical case, over failures resting on judged checks alone (the only ones a judge can
     miss): at most 5 %. (Per case the false trips add up over a case's judged checks: see
-    bench/gate_errors.py and the README's "The gate's error rates".)"""
+    bench/gate_errors.py and docs/explanation/validity.md, "The critical gate's error rates".)"""
     value = errors.miss_case.value
     assert value is not None and value <= gate_figures.TARGET, "\n".join(errors.lines())
