@@ -68,7 +68,7 @@ class Question:
 @dataclass(frozen=True)
 class PanelVerdict:
     """Every judge's ruling on one check and the policy's decision (None: no verdict), with the
-    question asked (a critical failure is confirmed by asking it again)."""
+    question asked; in a critical scenario, a lone judge's calls (`votes`), whose majority rules."""
 
     policy: str
     verdicts: tuple[JudgeVerdict | JudgeFailure, ...]
