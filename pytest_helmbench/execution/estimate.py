@@ -5,15 +5,15 @@ heuristic: ceil(characters / 4) for the prompt and its JSON schema plus 8 tokens
 overhead, and a fixed answer size (250 tokens; 150 for a judge's verdict), capped at max_tokens.
 Prices come from OpenRouter's /models (per token); a model without a price shows "unknown".
 
-Every judge call is counted: one per judged check (the label check and each `checks:` item whose type
-needs the marking model) per panel judge, for every reply judged; in a critical scenario a lone
+Every judge call is counted: one per judged check (the label check and each `checks:` item whose
+type needs the marking model) per panel judge, for every reply judged; in a critical scenario a lone
 judge's every judged check costs up to --helmbench-critical-votes calls (the votes stop once the
 majority is decided, so the count is an upper bound). A simulated conversation is counted at its
-turn limit (the user agent may end it sooner): each later request carries the earlier replies (~250 tokens each) and user turns
-(~60 tokens each), and each later user turn is one call of the user model. In the deployed layout
-each reply also costs one extraction call of the first marking model (none for a schema of
-`response` alone). Extractions and simulated user turns are counted with the judge calls ("helper
-calls").
+turn limit (the user agent may end it sooner): each later request carries the earlier replies (~250
+tokens each) and user turns (~60 tokens each), and each later user turn is one call of the user
+model. In the deployed layout each reply also costs one extraction call of the first marking model
+(none for a schema of `response` alone). Extractions and simulated user turns are counted with the
+judge calls ("helper calls").
 """
 
 from __future__ import annotations
