@@ -71,7 +71,7 @@ def complete(words: str) -> list[str]:
 
 
 def test_completion_offers_commands_and_format_choices():
-    assert complete("helmbench co") == ["coverage", "costs"]
+    assert complete("helmbench co") == ["coverage", "costs", "compare"]
     assert {"list", "report", "export", "db", "cache"} <= set(complete("helmbench "))
     assert complete("helmbench export --format ") == ["csv", "json", "jsonl", "parquet", "inspect"]
     assert complete("helmbench db ") == ["upgrade", "stamp"]

@@ -261,5 +261,6 @@ def test_a_conversation_stores_a_sheet_per_judged_reply_and_the_page_shows_harm_
     assert '<section id="harm-care">' in html and 'id="harm-care-behaviour"' in html
     assert 'id="harm-care-perturbation-severity"' in html and "Harm rate (95% CI)" in html
     assert written.output.splitlines()[1].startswith(
-        "oracle/safe: harm 0.0% [95% CI 0.0%-0.0%] | care 100.0/100"
+        "oracle/safe (instructed (the model is shown the categories)): harm 0.0% [95% CI 0.0%-0.0%] | "
+        "care 100.0/100"
     )

@@ -142,7 +142,7 @@ def test_a_run_after_calibrating_its_judge_shows_and_stores_the_calibration(pyte
 def test_a_run_without_a_calibration_says_its_judge_is_uncalibrated(pytester, project, url):
     result = run(pytester, url)
     result.assert_outcomes(passed=2)
-    assert f"judge {JUDGE}: uncalibrated (run `helmbench calibrate --marking-model {JUDGE}`)" in (
+    assert f"judge {JUDGE}: rule-based, gives the authors' gold verdicts (nothing to calibrate)" in (
         result.stdout.lines
     )
     runs, calibrations = stored(url)
@@ -155,14 +155,15 @@ def test_a_run_without_a_calibration_says_its_judge_is_uncalibrated(pytester, pr
 
     report = project / "report.html"
     assert runner.invoke(app, ["report", "--db", url, "--out", str(report)]).exit_code == 0
-    assert f"judge {JUDGE}: uncalibrated" in report.read_text(encoding="utf-8")
+    page = report.read_text(encoding="utf-8")  # the apostrophe is escaped in HTML
+    assert f"judge {JUDGE}: rule-based, gives the authors&#x27; gold verdicts (nothing to calibrate)" in page
 
 
 def test_a_calibration_of_other_rubrics_does_not_count_for_the_run(pytester, project, url):
     calibrate(project, url, "P1-B1-S2")  # measured the judge on another scenario's rubrics only
     result = run(pytester, url)
     result.assert_outcomes(passed=2)
-    assert f"judge {JUDGE}: uncalibrated (run `helmbench calibrate --marking-model {JUDGE}`)" in (
+    assert f"judge {JUDGE}: rule-based, gives the authors' gold verdicts (nothing to calibrate)" in (
         result.stdout.lines
     )
     runs, [_] = stored(url)

@@ -763,9 +763,9 @@ def test_summary_ends_with_tokens_usd_and_latency_percentiles_per_model(project,
         usage = re.search(
             r"tokens (\d+) prompt \+ (\d+) completion \| cost \$(\d+\.\d+) \(\+ judge \$0\.0000\) \| "
             r"latency p50 (\d+) ms, p95 (\d+) ms, p99 (\d+) ms",
-            block[2],
+            next(line for line in block[1:] if line.lstrip().startswith("tokens ")),
         )
-        assert usage, block[:3]
+        assert usage, block[:6]
         assert (int(usage.group(1)), int(usage.group(2))) == (prompt, completion)
         assert float(usage.group(3)) == pytest.approx(cost, abs=1e-4)
         p50, p95, p99 = (int(usage.group(i)) for i in (4, 5, 6))

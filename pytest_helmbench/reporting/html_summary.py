@@ -33,10 +33,10 @@ def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpri
         gate_text = f"{gates.status} ({confirmed} confirmed, {raw} raw critical failures)"
     run = f"run {tally.run_id}" if tally.run_id is not None else "not recorded"
     label = subset_label(selection.subset, selection.selected, selection.total) if selection else ""
-    layout = layout_label(layout_of(tally.results))
     cells = [
         (model, "model"),
-        (f"{run}, {label}; layout: {layout}" if label else f"{run}; layout: {layout}", "run"),
+        (f"{run}, {label}" if label else run, "run"),
+        (layout_label(layout_of(tally.results)), "layout"),
         (figure_text("harm_rate", found["harm_rate"]), "harm-rate"),
         (figure_text("care_score", found["care_score"]), "care-score"),
         (
@@ -62,7 +62,17 @@ def _row(model: str, tally: Any, selection: RunSelection | None, unpriced: Unpri
     return f"<tr>{tds}</tr>"
 
 
-HEAD = ("Model", "Run", "Harm rate", "Care score", "Other rates", "Cases", "Critical gate", "Cost (USD)")
+HEAD = (
+    "Model",
+    "Run",
+    "Layout",
+    "Harm rate",
+    "Care score",
+    "Other rates",
+    "Cases",
+    "Critical gate",
+    "Cost (USD)",
+)
 
 
 def session_summary_html(

@@ -120,8 +120,8 @@ def model_lines(
     unknown = f" (no harm verdict for {figures.n_harm_unknown})" if figures.n_harm_unknown else ""
     n_passed = sum(r.status == Status.PASSED for r in results)
     yield (
-        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)}; "
-        f"layout: {layout_label(layout_of(results))})\n"
+        f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)})  "
+        f"layout: {layout_label(layout_of(results))}\n"
         f"    {figures_line(figures)}\n"
         f"    {n_passed} passed, {figures.n_scored - n_passed} failed, {figures.n_errors} errors, "
         f"{figures.n_skipped} skipped{unknown}"
