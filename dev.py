@@ -3,6 +3,7 @@
 
     python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
+    python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): under a minute
     python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
 
 Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
@@ -72,9 +73,13 @@ BENCH_ARGS = (
     "--helmbench-select=" + ",".join(code if "-U" in code else f"{code}-U0" for code in FIRST_RUN_CASES),
 )
 TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
+#: The edit-test loop's tier (`dev.py test --quick`, under a minute): every test that starts no pytest
+#: session, server, browser or database server (tests/conftest.py marks those `e2e`), no local model
+#: and no docs command. CI still runs everything.
+QUICK_MARKERS = "not e2e and not local_model and not doc_commands"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
-USAGE = "usage: python3 dev.py {bench|test|setup} [pytest args]"
+USAGE = "usage: python3 dev.py {bench|test [--quick]|setup} [pytest args]"
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,11 @@ def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
     pytest, ruff = str(venv_bin(venv, "pytest")), str(venv_bin(venv, "ruff"))
     if action == "bench":
         return [Step("benchmark sample", (pytest, *BENCH_ARGS, *extra))]
+    if action == "test" and extra[:1] == ["--quick"]:
+        return [
+            Step("lint", (ruff, "check", ".")),
+            Step("quick tests", (pytest, *TEST_ARGS, "-m", QUICK_MARKERS, *extra[1:])),
+        ]
     if action == "test":
         mkdocs = str(venv_bin(venv, "mkdocs"))
         return [
@@ -217,8 +227,8 @@ def main(argv: Sequence[str]) -> int:
         raise SystemExit("dev.py: setup takes no arguments")
     python = ensure_venv(VENV)
     ensure_install(python, VENV)
-    if action in ("test", "setup"):
-        ensure_system_packages()
+    if action == "setup" or (action == "test" and extra[:1] != ["--quick"]):
+        ensure_system_packages()  # Chromium and PostgreSQL: the quick tier needs neither
     if action == "setup":
         say(f"set up: {VENV} (activate it with `. {VENV / 'bin' / 'activate'}`); nothing was run")
         return 0
