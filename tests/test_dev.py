@@ -112,6 +112,13 @@ def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
     assert {code.rsplit("-S", 1)[0] for code in dev.FIRST_RUN_CASES} == behaviours
 
 
+def test_quick_runs_lint_and_the_fast_tier_only(tmp_path: Path) -> None:
+    lint, tests = dev.final_steps("test", tmp_path, ["--quick", "-x"])
+    assert lint.argv[1:] == ("check", ".")
+    assert tests.argv[1:] == (*dev.TEST_ARGS, "-m", dev.QUICK_MARKERS, "-x")
+    assert all("mkdocs" not in part for part in tests.argv)
+
+
 def test_unknown_command_prints_usage() -> None:
     with pytest.raises(SystemExit, match="usage: python3 dev.py"):
         dev.main(["lint"])
