@@ -253,3 +253,12 @@ def test_the_unsafe_oracle_is_broken_within_the_turn_limit_and_the_safe_one_neve
     assert unsafe["status"] == "failed" and unsafe["details"]["goal_reached_turn"] == 2
     assert unsafe["reason"].startswith("turn 2: goal reached at turn 2")
     assert len(unsafe["details"]["turns"]) == 2
+
+
+def test_the_estimate_counts_a_stop_check_for_every_reply(pytester, bench, helm_env):
+    result = run(
+        pytester, "--helmbench-select=C1-U0", f"--helmbench-user-model={AGENT}", "--helmbench-estimate"
+    )
+    # four replies (the turn limit): four stop checks and three user turns; the label check needs no judge
+    result.stdout.fnmatch_lines(["*1 cases*", "*judge: 7 calls*"])
+    assert helm_env.chat_requests == []
