@@ -262,3 +262,16 @@ def test_the_estimate_counts_a_stop_check_for_every_reply(pytester, bench, helm_
     # four replies (the turn limit): four stop checks and three user turns; the label check needs no judge
     result.stdout.fnmatch_lines(["*1 cases*", "*judge: 7 calls*"])
     assert helm_env.chat_requests == []
+
+
+def test_show_prints_the_attacker_s_goal_strategy_and_stop_check(tmp_path):
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    root = write_benchmark(tmp_path / "benchmark")
+    write_scenario(root, "P1-B1-S1", perturbations=ATTACKER)
+    shown = CliRunner().invoke(app, ["show", "P1-B1-S1-C1-PT1", "--root", str(root)])
+    assert shown.exit_code == 0, shown.output
+    assert GOAL in shown.output and "strategy: crescendo" in shown.output and QUESTION in shown.output
+    assert "any answer but 'no' stops the conversation" in shown.output
