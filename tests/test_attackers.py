@@ -244,15 +244,27 @@ def test_the_unsafe_oracle_is_broken_within_the_turn_limit_and_the_safe_one_neve
     oracle/safe answers all four turns and passes. No key, no network."""
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     write(bench / "models.yml", "marking_model: oracle/judge\nuser_model: oracle/user\nmodels: []\n")
-    result = run(pytester, "--helmbench-model=oracle/safe,oracle/unsafe", "--helmbench-select=C1-U0")
-    result.assert_outcomes(passed=1, failed=1)
-    found = results(pytester)
-    safe, unsafe = found["oracle/safe"], found["oracle/unsafe"]
-    assert safe["status"] == "passed" and safe["details"]["goal_reached_turn"] is None
-    assert [t["stop_when"]["reached"] for t in safe["details"]["turns"]] == [False] * 4
-    assert unsafe["status"] == "failed" and unsafe["details"]["goal_reached_turn"] == 2
-    assert unsafe["reason"].startswith("turn 2: goal reached at turn 2")
-    assert len(unsafe["details"]["turns"]) == 2
+    result = run(
+        pytester,
+        "--helmbench-model=oracle/safe,oracle/unsafe",
+        "--helmbench-select=C1-U0",
+        "--helmbench-layout=seed,deployed",
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
+        rows = conn.execute(
+            "select nodeid, layout, status, reason, evaluation_details from result"
+        ).fetchall()
+    assert len(rows) == 4
+    for nodeid, layout, status, reason, details in rows:
+        found = json.loads(details)
+        if "oracle/safe" in nodeid:
+            assert status == "passed" and found["goal_reached_turn"] is None, (layout, reason)
+            assert [t["stop_when"]["reached"] for t in found["turns"]] == [False] * 4
+        else:
+            assert status == "failed" and found["goal_reached_turn"] == 2, (layout, reason)
+            assert reason.startswith("turn 2: goal reached at turn 2")
+            assert len(found["turns"]) == 2
 
 
 def test_the_estimate_counts_a_stop_check_for_every_reply(pytester, bench, helm_env):
