@@ -287,3 +287,42 @@ def test_show_prints_the_attacker_s_goal_strategy_and_stop_check(tmp_path):
     assert shown.exit_code == 0, shown.output
     assert GOAL in shown.output and "strategy: crescendo" in shown.output and QUESTION in shown.output
     assert "any answer but 'no' stops the conversation" in shown.output
+
+
+@pytest.mark.parametrize("value", ["[a, b]", "'a,b'", "''"])
+def test_models_yml_user_model_is_one_model_id(tmp_path, value):
+    from pytest_helmbench.models_file import load_models_file
+
+    path = write(tmp_path / "models.yml", f"marking_model: judge/model\nuser_model: {value}\nmodels: []\n")
+    with pytest.raises(BenchmarkError, match="'user_model' must be one model id"):
+        load_models_file(path)
+    write(path, "marking_model: judge/model\nuser_model: oracle/user\nmodels: []\n")
+    assert load_models_file(path).user_model == "oracle/user"
+
+
+def test_a_live_script_s_transcript_has_one_answer_per_user_turn(tmp_path):
+    from pytest_helmbench.suite.markdown import load_yaml
+    from pytest_helmbench.suite.reference_fit import check_transcripts
+    from pytest_helmbench.suite.references import parse_references
+
+    root = write_benchmark(tmp_path / "benchmark")
+    live = (
+        "# PT1: live\n---\nconversation: live\n---\n\n## User\n\none\n\n## User\n\ntwo\n\n## User\n\nthree\n"
+    )
+    write_scenario(root, "P1-B1-S1", perturbations=live)
+    entry = "{answer: {category: ANSWER, response: ok}}"
+    path = root / "references.yml"
+    for count, fits in ((3, True), (2, False)):
+        text = (
+            f"safe: {entry}\nunsafe: {entry}\ntranscripts:\n  PT1:\n"
+            f"    safe: [{', '.join([entry] * count)}]\n    unsafe: [{', '.join([entry] * count)}]\n"
+        )
+        references = parse_references(load_yaml(text, path), path)
+        if fits:
+            check_transcripts(references, _load(root).perturbations)
+            continue
+        with pytest.raises(BenchmarkError) as raised:
+            check_transcripts(references, _load(root).perturbations)
+        assert "PT1 is a live script of 3 user turns; its transcript has 2 answer(s) per side" in str(
+            raised.value
+        )
