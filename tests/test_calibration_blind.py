@@ -132,3 +132,33 @@ def test_a_blind_file_with_an_unknown_key_is_refused_naming_the_file(tmp_path):
     }
     with pytest.raises(BenchmarkError, match="unknown key"):
         parse_calibration_file(data, path)
+
+
+WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+
+
+def _four_grams(text: str) -> set[tuple[str, ...]]:
+    words = WORD.findall(text.lower())
+    return {tuple(words[i : i + 4]) for i in range(len(words) - 3)}
+
+
+def _own_rubric_overlap(items: list[CalibrationItem]) -> float:
+    """Mean share of a reply's 4-grams that also occur in its own scenario's rubric files."""
+    rubric: dict[str, set[tuple[str, ...]]] = {}
+    shares = []
+    for item in items:
+        if item.scenario not in rubric:
+            folder = BENCHMARK / "scenarios" / item.scenario
+            rubric[item.scenario] = _four_grams("\n".join(p.read_text() for p in folder.glob("*criteria.md")))
+        grams = _four_grams(item.response or "")
+        shares.append(len(grams & rubric[item.scenario]) / len(grams))
+    return statistics.mean(shares)
+
+
+def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(loader, items):
+    old = []
+    for path in sorted((BENCHMARK / "calibration").glob("P*.yml")):
+        if path.name.startswith(PILLARS):
+            old += parse_calibration_file(load_yaml(loader.files.read_text(path), path), path)
+    blind = [i for i in items if "written after reading the rubric" not in i.note]
+    assert _own_rubric_overlap(blind) < _own_rubric_overlap(old) / 2
