@@ -1,4 +1,5 @@
-"""The blind calibration set for pillars P2 and P3 (benchmark/calibration-blind/, issue #28 point 6).
+"""The blind calibration set for pillars P2 and P3 (benchmark/calibration-blind/, issue #28 point 6);
+test_calibration_blind_p1_p4.py holds P1 and P4 to the same shape.
 
 Its replies were written from the user's message and a target quality alone, before the rubric was read,
 then labelled against the rubric. These tests hold the set to the shape the issue asks for: it loads with
