@@ -91,7 +91,7 @@ def test_the_set_loads_and_holds_against_the_scenarios(blind, scenarios):
     check_calibration(CalibrationSet(tuple(blind)), scenarios)  # case codes exist, gold verdicts complete
     assert {i.labeller for i in blind} == {"authors-blind"}
     assert len({i.id for i in blind}) == len(blind)
-    for path in BLIND.glob("*.yml"):  # every pillar's file
+    for path in (p for p in BLIND.glob("*.yml") if p.stem.startswith(PILLARS)):
         assert (
             "NOT" in path.read_text(encoding="utf-8").split("labeller:")[0]
         )  # the header says: not clinicians
