@@ -18,6 +18,7 @@ from ..storage.queries import FailureRow, RunInfo
 from .analytics import GateResult
 from .charts import Matrix
 from .cost_text import unpriced_text, usd, usd_cell
+from .figure_text import basis_note
 from .series import Series, SeriesSummary, pct, score_text
 from .terminal import reply_turns
 
@@ -54,6 +55,8 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         scope = s.coverage.text() if s.coverage else s.subset
         scope_html = f'<br><span class="ci coverage">{e(scope)}</span>' if scope else ""
         scope_html += f'<br><span class="ci layout">layout: {e(layout_label(s.layout))}</span>'
+        basis = basis_note(s.figures)
+        scope_html += f'<br><strong class="warn thin-basis">{e(basis)}</strong>' if basis else ""
         cells = [
             f'<th scope="row">{e(s.label)}{scope_html}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
