@@ -102,6 +102,9 @@ class CheckVerdict:
             "reason": self.reason,
             "judges": judges,
         }
+        tiers = _tiers(panel)
+        if tiers:  # each atomic item's tier as it was scored (red, yellow, or null: an untiered care check)
+            found["tiers"] = tiers
         if panel is not None and panel.votes:  # a lone judge's every call; its ruling is their majority
             found["votes"] = [v.to_dict() for v in panel.votes]
         numbers = self.evaluation.details.get("numbers") if self.evaluation is not None else None
@@ -111,6 +114,13 @@ class CheckVerdict:
             found["unknown"] = list(details.get("unknown") or ())
             found["locale"] = details.get("locale")
         return found
+
+
+def _tiers(panel: PanelVerdict | None) -> dict[str, str | None]:
+    """Each check id of the atomic rubric the panel was asked about -> the tier it is scored by."""
+    if panel is None or panel.question is None or not panel.question.criteria.atomic:
+        return {}
+    return {c.id: c.effective_tier for c in panel.question.criteria.checks}
 
 
 @dataclass(frozen=True)
