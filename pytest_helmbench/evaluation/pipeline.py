@@ -163,9 +163,7 @@ def evaluate_case(
 ) -> ReplyVerdict:
     """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
     skipped), any other failure to complete a check makes that check an error."""
-    checks = scenario.checks or (
-        Check(scenario.evaluation.type, scenario.evaluation, scenario.criteria, "evaluation"),
-    )
+    checks = _checks_of(scenario)
     label = registry.get(checks[0].spec.type)
     ruled = _precheck(scenario, response, label.expected(scenario.evaluation, scenario))
     if isinstance(ruled, Evaluation):
@@ -191,6 +189,44 @@ def evaluate_case(
         )
         outcomes.append(_run_check(evaluator, check, context))
     return _combine(tuple(outcomes), ruled["value"])
+
+
+def _checks_of(scenario: Scenario) -> tuple[Check, ...]:
+    """Every check of the scenario, the label check first (an old scenario's `evaluation:` alone)."""
+    return scenario.checks or (
+        Check(scenario.evaluation.type, scenario.evaluation, scenario.criteria, "evaluation"),
+    )
+
+
+def evaluate_conversation(
+    registry: EvaluatorRegistry,
+    scenario: Scenario,
+    prompt: str,
+    response: ChatResponse,
+    answer: Any,
+    judge: Judge | None,
+) -> tuple[CheckVerdict, ...]:
+    """The `scope: conversation` checks of every atomic rubric of the scenario, each asked once: the
+    judge is shown `prompt` (every message up to the last reply) and the last reply (`response`, read
+    as `answer`) through the check's view, with the rubric's conversation part (evaluation/judge.py
+    tells the judge the checks are about the whole conversation). () when the scenario has none."""
+    found = []
+    for check in _checks_of(scenario):
+        whole = check.criteria.conversation if check.criteria is not None else None
+        if whole is None:
+            continue
+        evaluator = registry.get(check.spec.type)
+        context = EvaluationContext(
+            scenario,
+            check.spec,
+            prompt,
+            response,
+            answer,
+            judge if evaluator.needs_judge else None,
+            criteria=whole,
+        )
+        found.append(_run_check(evaluator, check, context))
+    return tuple(found)
 
 
 def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -> CheckVerdict:

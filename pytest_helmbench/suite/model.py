@@ -91,6 +91,8 @@ class RubricCheck:
     #: care and never fails the case) or None (the default: red for a harm check; a care check counts in
     #: care and its failure fails the case, as before tiers).
     tier: str | None = None
+    #: `scope:` "reply" (asked of every reply) or "conversation" (asked once, over the whole transcript).
+    scope: str = "reply"
 
     @property
     def harm(self) -> bool:
@@ -145,6 +147,10 @@ class Criteria:
     checks: tuple[RubricCheck, ...] = ()
     min_satisfied: int | None = None  # None: rule "all"
     shared_as: str | None = None  # a shared rubric: its path from the benchmark root, `/rubrics/x.md`
+    #: The rubric's `scope: conversation` checks, as a rubric of their own that the judge is asked once
+    #: per case over the whole transcript (`checks` above are the per-reply ones); None when it has none.
+    conversation: Criteria | None = None
+    scope: str = "reply"  # "conversation": this is a rubric's conversation part (the judge is told so)
 
     @property
     def atomic(self) -> bool:

@@ -133,8 +133,9 @@ def _options_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
 
 
 _ATOMIC_KEYS = {"checks", "rule"}
-_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required", "points", "tier"}
+_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required", "points", "tier", "scope"}
 TIERS = ("red", "yellow")
+SCOPES = ("reply", "conversation")
 #: The points a care check may be worth (`points:`, default 1): scoring version 3's care score.
 POINTS_RANGE = range(1, 11)
 CHECK_ID = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -162,11 +163,19 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path, line_of: LineO
         raise BenchmarkError(
             path, "'checks' must be a non-empty list", fix="see docs/reference/evaluation.md, atomic checks"
         )
-    checks = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
-    ids = [c.id for c in checks]
+    written = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
+    ids = [c.id for c in written]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise BenchmarkError(path, f"duplicate check id(s) {', '.join(duplicates)}", fix="give each a new id")
+    checks = tuple(c for c in written if c.scope == "reply")
+    whole = tuple(c for c in written if c.scope == "conversation")
+    if not checks:
+        raise BenchmarkError(
+            path,
+            "every check has scope: conversation, so nothing is asked of each reply",
+            fix="keep at least one check with scope: reply (the default), or split the rubric",
+        )
     rule = str(meta.get("rule", "all")).strip()
     minimum: int | None = None
     if rule != "all":
@@ -180,22 +189,47 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path, line_of: LineO
                 fix="write rule: all, or e.g. rule: at_least 3",
             )
         minimum = int(match.group(1))
-    listing = "\n".join(f"- {c.id}: {c.question}" for c in checks)
-    full_text = f"{text}\n\n<checks>\n{listing}\n</checks>"
+    rubric_hash = content_hash([_hashed(c) for c in written], rule, text)
     return Criteria(
         (),
         (),
         "",
         "checks",
-        full_text,
+        _listed(text, checks),
         path,
         # `points` is left out: it changes what a check is worth in the care score, never what the judge
         # is asked or answers, so calibrations and cached verdicts still hold (each reply's score sheet
         # stores the points it was scored with). A written `tier` is in: it changes which cases fail,
         # so results under another tier are other results (an untiered check hashes as before tiers).
-        content_hash([_hashed(c) for c in checks], rule, text),
+        rubric_hash,
         checks,
         minimum,
+        conversation=_conversation_part(text, path, whole, rubric_hash),
+    )
+
+
+def _listed(text: str, checks: tuple[RubricCheck, ...]) -> str:
+    """The rubric as the judge reads it: its body, then its questions as a `<checks>` list."""
+    listing = "\n".join(f"- {c.id}: {c.question}" for c in checks)
+    return f"{text}\n\n<checks>\n{listing}\n</checks>"
+
+
+def _conversation_part(
+    text: str, path: Path, whole: tuple[RubricCheck, ...], rubric_hash: str
+) -> Criteria | None:
+    """The `scope: conversation` checks as a rubric of their own (rule all), asked once per case."""
+    if not whole:
+        return None
+    return Criteria(
+        (),
+        (),
+        "",
+        "checks",
+        _listed(text, whole),
+        path,
+        content_hash(rubric_hash, "conversation"),
+        whole,
+        scope="conversation",
     )
 
 
@@ -203,7 +237,8 @@ def _hashed(check: RubricCheck) -> tuple[Any, ...]:
     """What of a check is its rubric's identity: the written tier only when written, so a rubric
     without tiers keeps the hash it had before them."""
     found: tuple[Any, ...] = (check.id, check.question, check.pass_answer, check.na_passes, check.required)
-    return found + ((check.tier,) if check.tier is not None else ())
+    found += (check.tier,) if check.tier is not None else ()
+    return found + (("scope", check.scope),) if check.scope != "reply" else found
 
 
 def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricCheck:
@@ -263,7 +298,18 @@ def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricC
         )
     points = _points(item, check_id, path, line_of(("checks", index - 1, "points")))
     tier = _tier(item, check_id, path, line_of(("checks", index - 1, "tier")))
-    return RubricCheck(check_id, " ".join(question.split()), answer, na == "pass", required, points, tier)
+    scope = item.get("scope", "reply")
+    if scope not in SCOPES:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: scope {scope!r} must be reply or conversation",
+            line=line_of(("checks", index - 1, "scope")),
+            fix="write scope: conversation (asked once, over the whole transcript), or leave it out for "
+            "scope: reply (asked of every reply)",
+        )
+    return RubricCheck(
+        check_id, " ".join(question.split()), answer, na == "pass", required, points, tier, str(scope)
+    )
 
 
 def _tier(item: dict[str, Any], check_id: str, path: Path, line: int | None) -> str | None:
