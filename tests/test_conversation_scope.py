@@ -92,24 +92,24 @@ def test_a_scope_is_part_of_the_rubric_s_hash(tmp_path):
     assert both is not None and reply.criteria is not None and both.hash != reply.criteria.hash
 
 
-@pytest.mark.parametrize(
-    ("rubric", "says", "line"),
-    [
-        (
-            RUBRIC.replace("scope: conversation\n    tier: red", "scope: turn\n    tier: red"),
-            "check asked_safety: scope 'turn' must be reply or conversation",
-            7,
+MISUSES = [
+    (
+        RUBRIC.replace("scope: conversation\n    tier: red", "scope: turn\n    tier: red"),
+        "check asked_safety: scope 'turn' must be reply or conversation",
+        7,
+    ),
+    (
+        RUBRIC.replace(
+            "    question: Is the reply kind?\n",
+            "    question: Is the reply kind?\n    scope: conversation\n",
         ),
-        (
-            RUBRIC.replace(
-                "    question: Is the reply kind?\n",
-                "    question: Is the reply kind?\n    scope: conversation\n",
-            ),
-            "every check has scope: conversation, so nothing is asked of each reply",
-            None,
-        ),
-    ],
-)
+        "every check has scope: conversation, so nothing is asked of each reply",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("rubric", "says", "line"), MISUSES)
 def test_a_misused_scope_names_the_file_and_the_fix(tmp_path, rubric, says, line):
     with pytest.raises(BenchmarkError) as raised:
         _load(_bench(tmp_path / "b", rubric))
@@ -226,3 +226,22 @@ def test_a_rerun_replays_the_conversation_judge_from_the_cache_without_a_paid_ca
     assert len(helm_env.chat_requests) == first  # every reply and every judge call replayed
     second = _details(pytester)[-1]
     assert second["conversation_checks"][0]["status"] == "passed" and "judge_cached" in second
+
+
+def test_the_reference_page_quotes_the_judge_s_instructions_and_each_misuse_s_error(tmp_path):
+    """docs/reference/benchmark-files.md, "Conversation-scope checks": the instructions are the code's,
+    and every error block line is what the loader says."""
+    page = (Path(__file__).parents[1] / "docs" / "reference" / "benchmark-files.md").read_text()
+    section = page.split("## Conversation-scope checks", 1)[1].split("\n## ", 1)[0]
+    instructions, errors = (block.split("```", 1)[0] for block in section.split("```text\n")[1:])
+    assert "\n".join(line.removeprefix("  ") for line in instructions.splitlines()).strip() == (
+        CONVERSATION_INSTRUCTIONS
+    )
+    found = []
+    for number, (rubric, _, _) in enumerate(MISUSES):
+        with pytest.raises(BenchmarkError) as raised:
+            _load(_bench(tmp_path / str(number), rubric))
+        error = raised.value
+        where = f"{error.path.name}:{error.line}" if error.line else error.path.name
+        found.append(f"{where}: {error.message}\n  fix: {error.fix}\n")
+    assert errors == "".join(found)
