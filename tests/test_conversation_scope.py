@@ -245,3 +245,20 @@ def test_the_reference_page_quotes_the_judge_s_instructions_and_each_misuse_s_er
         where = f"{error.path.name}:{error.line}" if error.line else error.path.name
         found.append(f"{where}: {error.message}\n  fix: {error.fix}\n")
     assert errors == "".join(found)
+
+
+def test_the_estimate_counts_one_judge_call_per_case_for_the_conversation_part(tmp_path):
+    from pytest_helmbench.execution.estimate import EstimateSettings, estimate
+    from pytest_helmbench.suite.cases import expand
+    from pytest_helmbench.suite.prompt import compose
+
+    def judge_calls(rubric: str) -> int:
+        scenario = _load(_bench(tmp_path / str(len(rubric)), rubric))
+        entries = [
+            (case, compose(case)) for case in expand(scenario, [MODEL]) if case.code == "P1-B1-S1-C1-PT1"
+        ]
+        settings = EstimateSettings(max_tokens=100, marking_model=JUDGE, pricing=lambda m: None)
+        return estimate(entries, settings)[0].judge_calls
+
+    reply_only = RUBRIC.split("  - id: asked_safety")[0] + "---\n\n## What you are judging\n\nThe replies.\n"
+    assert judge_calls(reply_only) == 1 and judge_calls(RUBRIC) == 2
