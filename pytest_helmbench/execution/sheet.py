@@ -40,7 +40,7 @@ from ..status import Status
 from ..suite.model import Check, Criteria, Scenario
 
 if TYPE_CHECKING:  # only the type: CaseResult (outcome.py) reads sheets in every process, cheaply
-    from ..evaluation.pipeline import ReplyVerdict
+    from ..evaluation.pipeline import CheckVerdict, ReplyVerdict
 
 SHEET_VERSION = 3
 #: Where a resource_check's number outcomes are (evaluation/resource_check.py's details).
@@ -214,12 +214,13 @@ def sheet_of(
 
 
 def conversation_sheet(
-    scenario: Scenario, records: Sequence[CheckRecord], weight: float = 1.0
+    scenario: Scenario, records: Sequence[CheckRecord | CheckVerdict], weight: float = 1.0
 ) -> ReplySheet | None:
     """The harm and care of the rubrics' `scope: conversation` checks, asked once per case (None: the
     scenario has none); its harm is None when none of them is red or one got no verdict, as a reply's
     (`case_sheet` tells the two apart when it adds this to the replies')."""
-    by_name = {record.name: record for record in records}
+    found = [r if isinstance(r, CheckRecord) else CheckRecord.from_stored(r.to_dict()) for r in records]
+    by_name = {record.name: record for record in found}
     tally = _Tally([])
     wholes = [(c, c.criteria.conversation) for c in scenario.checks if c.criteria and c.criteria.conversation]
     for check, whole in wholes:

@@ -5,7 +5,8 @@ one has one per reply of the model under test. The case passes only when every j
 it fails when any failed (the first failing turn is shown and stored); it is an error only when none
 failed and one could not be completed. Each reply's verdict is stored under `turns` in the Result's
 evaluation details, with the turn index (how many user messages came up to that reply), which the
-drift figures read.
+drift figures read. A rubric's `scope: conversation` checks are asked once, when the conversation has
+ended (`whole_checks`), and rule on the case beside the replies (`with_whole`), stored apart.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..evaluation.base import Judge
 from ..evaluation.extraction import Extraction
-from ..evaluation.pipeline import CheckVerdict, ReplyVerdict
+from ..evaluation.pipeline import CheckVerdict, ReplyVerdict, evaluate_conversation
+from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
@@ -92,6 +95,17 @@ def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, Judged
         details,
     )
     return verdict, shown
+
+
+def whole_checks(registry: EvaluatorRegistry, talk: Talk, judge: Judge) -> tuple[CheckVerdict, ...]:
+    """The rubrics' `scope: conversation` checks, asked once the conversation has ended (a single
+    message's case: over its one exchange), about its last reply with every turn before it as the
+    prompt; () when no check could read that reply (a refusal, an unusable answer)."""
+    last = talk.turns[-1]
+    if last.graded is None or not last.verdict.checks:
+        return ()
+    answer = last.verdict.answer
+    return evaluate_conversation(registry, talk.case.scenario, last.prompt, last.graded, answer, judge)
 
 
 def with_whole(verdict: ReplyVerdict, whole: tuple[CheckVerdict, ...]) -> ReplyVerdict:
