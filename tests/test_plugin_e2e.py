@@ -25,6 +25,7 @@ def test_dry_run_without_key_sends_and_records_nothing(pytester, bench, helm_env
     result.assert_outcomes(skipped=8)
     result.stdout.fnmatch_lines(["*dry run: 8 case(s) composed and validated*"])
     assert "dry run" in result.stdout.str()
+    assert "next: helmbench report" not in result.stdout.str()  # nothing was recorded to report on
     assert helm_env.requests == []
     assert not (pytester.path / "helmbench.db").exists()
 
@@ -45,6 +46,9 @@ def test_outcomes_are_recorded_with_counters_that_agree(pytester, bench, helm_en
     out = result.stdout.str()
     assert "expected category 'ANSWER', got 'HANDOFF'" in out
     assert "Traceback" not in out
+    result.stdout.fnmatch_lines(  # the summary ends with what to run next
+        ["results stored in *", "next: helmbench report *", "*helmbench serve *", "*--helmbench-model=*"]
+    )
     db = pytester.path / "helmbench.db"
     statuses = dict(rows(db, "select case_code, status from result"))
     assert statuses == {

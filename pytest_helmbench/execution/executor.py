@@ -38,10 +38,11 @@ from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
 from ..suite.prompt import ComposedPrompt, render_messages, with_guidance
 from .activity import Activity
+from .attack import judged_stop
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
-from .sheet import ReplySheet, case_sheet, combined, conversation_sheet, verdict_sheet
+from .sheet import ReplySheet, case_sheet, verdict_sheet
 from .simulated_user import next_user_turn
 from .turns import JudgedReply, Talk, conversation_verdict, whole_checks, with_whole
 
@@ -142,6 +143,8 @@ class Executor:
                 prompt.simulation.turns,
                 agent.recorded() if agent else None,
             ]
+            if prompt.simulation.attack is not None:
+                material.append(repr(prompt.simulation.attack))
             key = hashlib.sha256(
                 json.dumps(material, sort_keys=True, default=str).encode("utf-8")
             ).hexdigest()
@@ -226,11 +229,15 @@ class Executor:
         while True:
             self._step(talk, log, "the model's reply")
             turn = self._turn(talk, turn_request, log, helpers)
+            if turn.verdict.status is not Status.ERROR:
+                turn = self._stop_check(talk, turn, log, helpers)
             talk.turns.append(turn)
             if turn.verdict.status is Status.ERROR:
                 return
-            self._step(talk, log, "the simulated user's next message")
-            if not self._continue(talk, log, helpers):  # ended: the checks asked once, over all of it
+            reached = turn.stop is not None and turn.stop["reached"]  # an attacker's goal: it ends here
+            if not reached:
+                self._step(talk, log, "the simulated user's next message")
+            if reached or not self._continue(talk, log, helpers):  # ended: the checks asked once, over it all
                 self._step(talk, log, "the whole conversation's checks")
                 talk.whole = whole_checks(self.evaluators, talk, helpers.panel(log, self._votes(talk.case)))
                 return
@@ -260,14 +267,8 @@ class Executor:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
         verdict = with_whole(verdict, talk.whole)
         ruled = self._ruled(log, verdict, shown)
-        replies = combined(turn.sheet for turn in talk.turns if turn.sheet is not None)
-        scenario = talk.case.scenario
-        whole = (
-            conversation_sheet(scenario, talk.whole, self.info.scenario_weight(scenario))
-            if talk.whole
-            else None
-        )
-        sheet = case_sheet(scenario, replies, whole)
+        weight = self.info.scenario_weight(talk.case.scenario)
+        sheet = case_sheet(talk.case.scenario, [turn.sheet for turn in talk.turns], talk.whole, weight)
         if sheet is not None:
             ruled["details"]["sheet"] = sheet.to_dict()
         if after is not None:
@@ -341,6 +342,15 @@ class Executor:
         (a panel of judges asks each once: its policy decides), else one."""
         critical = case.scenario.critical and len(self.settings.marking_models) == 1
         return self.settings.critical_votes if critical else 1
+
+    def _stop_check(self, talk: Talk, turn: JudgedReply, log: CaseLog, helpers: Helpers) -> JudgedReply:
+        """An attacker's `stop_when` on the reply (execution/attack.py); a judge without a verdict
+        makes the case an error (the reply is kept among its turns)."""
+        try:
+            return judged_stop(talk, turn, helpers.panel(log, self._votes(talk.case)))
+        except CallError as exc:  # JudgeError, NoVerdict
+            talk.turns.append(turn)
+            raise self._error(log, f"stop_when: {exc.reason}", exc, talk, keep_response=True) from None
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""

@@ -37,6 +37,7 @@ class JudgedReply:
     sheet: ReplySheet | None = None  # harm and care (scoring version 3, sheet.py)
     prompt: str = ""  # what its judges were shown as the prompt (every message before the reply)
     graded: ChatResponse | None = None  # what they graded (the reply, or its extraction)
+    stop: dict[str, Any] | None = None  # an attacker's stop check on this reply (execution/attack.py)
 
     def to_dict(self) -> dict[str, Any]:
         found = {
@@ -50,6 +51,8 @@ class JudgedReply:
         }
         if self.sheet is not None:
             found["sheet"] = self.sheet.to_dict()
+        if self.stop is not None:
+            found["stop_when"] = self.stop
         return found
 
 
@@ -85,6 +88,8 @@ def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, Judged
         "turns": [turn.to_dict() for turn in turns],
         "first_failing_turn": failing,
     }
+    if any(turn.stop is not None for turn in turns):  # an attacker: the turn its goal was reached, or None
+        details["goal_reached_turn"] = next((t.index for t in turns if t.stop and t.stop["reached"]), None)
     verdict = ReplyVerdict(
         status,
         reason,

@@ -208,6 +208,14 @@ class SessionSummary:
     notes: Any = None
 
 
+#: What a newcomer runs after a first run: printed after "results stored in", from the same folder.
+NEXT_STEPS = (
+    "next: helmbench report                          # this run as one HTML page",
+    "      helmbench serve                           # browse every reply; start a clinician review",
+    "      pytest --helmbench-model=openrouter/<id>  # a real model (OPENROUTER_API_KEY; docs/tutorial)",
+)
+
+
 def summary_lines(summary: SessionSummary) -> Iterable[str]:
     """The terminal summary's lines."""
     tallies, notes, max_cost = summary.tallies, summary.notes, summary.max_cost
@@ -252,3 +260,4 @@ def summary_lines(summary: SessionSummary) -> Iterable[str]:
         yield f"RESULTS NOT RECORDED: {summary.storage_error}"
     elif tallies:
         yield f"results stored in {summary.db}"
+        yield from NEXT_STEPS
