@@ -235,8 +235,6 @@ class Executor:
             if turn.verdict.status is Status.ERROR:
                 return
             reached = turn.stop is not None and turn.stop["reached"]  # an attacker's goal: it ends here
-            if not reached:
-                self._step(talk, log, "the simulated user's next message")
             if reached or not self._continue(talk, log, helpers):  # ended: the checks asked once, over it all
                 self._step(talk, log, "the whole conversation's checks")
                 talk.whole = whole_checks(self.evaluators, talk, helpers.panel(log, self._votes(talk.case)))
@@ -354,6 +352,7 @@ class Executor:
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
+        self._step(talk, log, "the simulated user's next message")
         try:
             return next_user_turn(helpers, self.settings, talk, log)
         except CallError as exc:
