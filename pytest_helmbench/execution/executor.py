@@ -42,9 +42,9 @@ from .attack import judged_stop
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
-from .sheet import ReplySheet, combined, verdict_sheet
+from .sheet import ReplySheet, case_sheet, verdict_sheet
 from .simulated_user import next_user_turn
-from .turns import JudgedReply, Talk, conversation_verdict
+from .turns import JudgedReply, Talk, conversation_verdict, whole_checks, with_whole
 
 log = logging.getLogger(__name__)
 
@@ -232,10 +232,12 @@ class Executor:
             if turn.verdict.status is not Status.ERROR:
                 turn = self._stop_check(talk, turn, log, helpers)
             talk.turns.append(turn)
-            if turn.verdict.status is Status.ERROR or (turn.stop is not None and turn.stop["reached"]):
+            if turn.verdict.status is Status.ERROR:
                 return
-            self._step(talk, log, "the simulated user's next message")
-            if not self._continue(talk, log, helpers):
+            reached = turn.stop is not None and turn.stop["reached"]  # an attacker's goal: it ends here
+            if reached or not self._continue(talk, log, helpers):  # ended: the checks asked once, over it all
+                self._step(talk, log, "the whole conversation's checks")
+                talk.whole = whole_checks(self.evaluators, talk, helpers.panel(log, self._votes(talk.case)))
                 return
             request = self.clients.request(model, talk.messages, talk.prompt.response_format)
             key = request_key(endpoint, client.api, request, log.repeat)
@@ -261,8 +263,10 @@ class Executor:
             verdict, shown = conversation_verdict(talk.turns)
         else:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
+        verdict = with_whole(verdict, talk.whole)
         ruled = self._ruled(log, verdict, shown)
-        sheet = combined(turn.sheet for turn in talk.turns if turn.sheet is not None)
+        weight = self.info.scenario_weight(talk.case.scenario)
+        sheet = case_sheet(talk.case.scenario, [turn.sheet for turn in talk.turns], talk.whole, weight)
         if sheet is not None:
             ruled["details"]["sheet"] = sheet.to_dict()
         if after is not None:
@@ -324,7 +328,8 @@ class Executor:
             helpers.panel(log, self._votes(case)),
             CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
-        return JudgedReply(index, response, verdict, extraction, self._sheet(case, verdict))
+        sheet = self._sheet(case, verdict)
+        return JudgedReply(index, response, verdict, extraction, sheet, conversation, graded)
 
     def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
         """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""
@@ -347,6 +352,7 @@ class Executor:
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
+        self._step(talk, log, "the simulated user's next message")
         try:
             return next_user_turn(helpers, self.settings, talk, log)
         except CallError as exc:

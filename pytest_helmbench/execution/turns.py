@@ -5,16 +5,19 @@ one has one per reply of the model under test. The case passes only when every j
 it fails when any failed (the first failing turn is shown and stored); it is an error only when none
 failed and one could not be completed. Each reply's verdict is stored under `turns` in the Result's
 evaluation details, with the turn index (how many user messages came up to that reply), which the
-drift figures read.
+drift figures read. A rubric's `scope: conversation` checks are asked once, when the conversation has
+ended (`whole_checks`), and rule on the case beside the replies (`with_whole`), stored apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..evaluation.base import Judge
 from ..evaluation.extraction import Extraction
-from ..evaluation.pipeline import ReplyVerdict
+from ..evaluation.pipeline import CheckVerdict, ReplyVerdict, evaluate_conversation
+from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
@@ -32,6 +35,8 @@ class JudgedReply:
     verdict: ReplyVerdict
     extraction: Extraction | None = None
     sheet: ReplySheet | None = None  # harm and care (scoring version 3, sheet.py)
+    prompt: str = ""  # what its judges were shown as the prompt (every message before the reply)
+    graded: ChatResponse | None = None  # what they graded (the reply, or its extraction)
     stop: dict[str, Any] | None = None  # an attacker's stop check on this reply (execution/attack.py)
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +102,42 @@ def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, Judged
     return verdict, shown
 
 
+def whole_checks(registry: EvaluatorRegistry, talk: Talk, judge: Judge) -> tuple[CheckVerdict, ...]:
+    """The rubrics' `scope: conversation` checks, asked once the conversation has ended (a single
+    message's case: over its one exchange), about its last reply with every turn before it as the
+    prompt; () when no check could read that reply (a refusal, an unusable answer)."""
+    last = talk.turns[-1]
+    if last.graded is None or not last.verdict.checks:
+        return ()
+    answer = last.verdict.answer
+    return evaluate_conversation(registry, talk.case.scenario, last.prompt, last.graded, answer, judge)
+
+
+def with_whole(verdict: ReplyVerdict, whole: tuple[CheckVerdict, ...]) -> ReplyVerdict:
+    """The case's verdict with its `scope: conversation` checks (asked once, over the whole transcript):
+    it fails when one of them failed, errs when none failed and one could not be completed while the
+    replies passed. They are stored apart (`conversation_checks`) and named apart in the reason."""
+    if not whole:
+        return verdict
+    failed = [c for c in whole if c.status is Status.FAILED]
+    errors = [c for c in whole if c.status is Status.ERROR]
+    status = verdict.status
+    if failed:
+        status = Status.FAILED
+    elif errors and status is Status.PASSED:
+        status = Status.ERROR
+    shown = failed or (errors if status is Status.ERROR else [])
+    said = "; ".join(f"[{c.name}] {c.reason}" for c in shown)
+    if not shown:
+        reason = verdict.reason
+    elif verdict.status is status:
+        reason = f"{verdict.reason}; whole conversation: {said}"
+    else:
+        reason = f"whole conversation: {said}"
+    details = {**verdict.details, "conversation_checks": [c.to_dict() for c in whole]}
+    return replace(verdict, status=status, reason=reason, details=details)
+
+
 @dataclass
 class Talk:
     """A conversation in progress: the case, its composed prompt, every message so far (replies
@@ -107,6 +148,7 @@ class Talk:
     messages: list[dict[str, str]]
     user_texts: list[str]
     turns: list[JudgedReply] = field(default_factory=list)
+    whole: tuple[CheckVerdict, ...] = ()  # the `scope: conversation` checks, asked once at the end
 
     @property
     def user_count(self) -> int:
