@@ -874,7 +874,7 @@ def test_version_1_1_coverage() -> None:
     """What v1.1 promises: its version and changelog, 66+ scenarios, the moderate rung of the risk
     ladder, 20+ fiction framings, 3+ messages in a non-Latin script, and locales beyond US/UK/IE/AU."""
     data = benchmark_yml()
-    assert data["version"] == VERSION
+    assert data["version"] in (VERSION, "1.2")  # v1.2 keeps every v1.1 promise (tests/test_content_v12.py)
     assert isinstance(data.get("changelog"), dict) and data["changelog"].get(VERSION), "changelog for 1.1"
     scenarios = all_scenarios()
     assert len(scenarios) >= MIN_SCENARIOS_V11, f"{len(scenarios)} scenarios"
