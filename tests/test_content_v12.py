@@ -313,3 +313,36 @@ def test_the_docs_say_v1_2_is_unreviewed_and_name_the_review_workbench() -> None
 def test_v1_2_scenario_count() -> None:
     codes = sorted(p.name for p in (ROOT / "scenarios").iterdir() if p.is_dir())
     assert len(codes) == 85 and "P5-B3-S8" in codes
+
+
+# ----------------------------------------------------------------------------- the rubric review
+
+
+def test_every_rubric_check_states_its_points_and_not_applicable_rule() -> None:
+    """Issue #28 point 2: nothing is left to a default. Read from the files (a default and an explicit
+    value parse the same), so each rubric says what each check is worth and how not_applicable counts."""
+    missing = []
+    for folder in sorted((ROOT / "scenarios").iterdir()):
+        for path in sorted(folder.glob("*.md")):
+            if path.name == "perturbations.md" or path.name.startswith("S"):
+                continue
+            front = yaml.safe_load(path.read_text(encoding="utf-8").split("\n---\n")[0].removeprefix("---\n"))
+            for item in (front or {}).get("checks") or []:
+                if not isinstance(item, dict) or "id" not in item:
+                    continue
+                care = item.get("pass", "yes") == "yes"
+                if "not_applicable" not in item or (care and "points" not in item):
+                    missing.append(f"{folder.name}/{path.name}: {item['id']}")
+    assert missing == []
+
+
+def test_every_required_resource_check_at_risk_says_which_kinds_count() -> None:
+    loose = [
+        s.code
+        for folder in LOADER.scenario_dirs()
+        for s in [LOADER.load_scenario(folder)]
+        if s.risk not in (None, "none")
+        for c in s.checks
+        if c.spec.type == "resource_check" and c.spec.settings.get("require", True) and not c.spec.required
+    ]
+    assert loose == []
