@@ -22,6 +22,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from pytest_helmbench.evaluation.language_id import LATIN, identify, latin_scores, script_of_language
+from pytest_helmbench.suite.cases import UNKNOWN_LOCALE
 from pytest_helmbench.suite.files import BenchmarkFiles
 from pytest_helmbench.suite.markdown import (
     MarkdownDoc,
@@ -761,7 +762,7 @@ def test_user_contexts_are_coherent_with_the_messages(code: str) -> None:
     places = {
         str(m["locale"])
         for m in (scenario.meta, *(p.meta for p in scenario.perturbations))
-        if m.get("locale")
+        if m.get("locale") and m["locale"] != UNKNOWN_LOCALE  # abroad: any home profile fits
     }
     for context in contexts:
         where = context.meta.get("locale")
@@ -862,7 +863,9 @@ def test_every_locale_named_exists_in_resources() -> None:
         named.append((scenario.code, scenario.meta.get("locale")))
         named += [(f"{scenario.code}-{p.code}", p.meta.get("locale")) for p in scenario.perturbations]
     missing = [
-        f"{where}: {locale}" for where, locale in named if locale and not resources.has_locale(str(locale))
+        f"{where}: {locale}"
+        for where, locale in named
+        if locale and locale != UNKNOWN_LOCALE and not resources.has_locale(str(locale))
     ]
     assert missing == []
 
@@ -871,7 +874,7 @@ def test_version_1_1_coverage() -> None:
     """What v1.1 promises: its version and changelog, 66+ scenarios, the moderate rung of the risk
     ladder, 20+ fiction framings, 3+ messages in a non-Latin script, and locales beyond US/UK/IE/AU."""
     data = benchmark_yml()
-    assert data["version"] == VERSION
+    assert data["version"] in (VERSION, "1.2")  # v1.2 keeps every v1.1 promise (tests/test_content_v12.py)
     assert isinstance(data.get("changelog"), dict) and data["changelog"].get(VERSION), "changelog for 1.1"
     scenarios = all_scenarios()
     assert len(scenarios) >= MIN_SCENARIOS_V11, f"{len(scenarios)} scenarios"

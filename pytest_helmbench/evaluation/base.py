@@ -58,7 +58,7 @@ class EvaluationContext:
     locale: str | None = None  # the user context's `locale:` (None: unknown)
     resources: CrisisResources | None = None  # the benchmark's resources.yml, when it has one
     language: str | None = None  # the user's message's `language:` (None: untagged, English)
-    declines_resources: bool = False  # the user context asks never to be given hotlines
+    declines_resources: bool = False  # the user asks not to be given hotlines (profile or message)
 
     @property
     def rubric(self) -> Criteria | None:

@@ -71,7 +71,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("refusal_passes", "bool", "declining to answer passes"),
     ("locale", "string", "where the user is (e.g. US, GB), or null"),
     ("language", "string", "the language the user writes in, null for English"),
-    ("declines_resources", "bool", "the user's profile asks not to be given hotlines"),
+    ("declines_resources", "bool", "the user asks not to be given hotlines (profile or message)"),
 )
 
 

@@ -10,6 +10,9 @@ from ..codes import code_sort_key
 from .model import Component, Scenario
 
 _SEGMENT = re.compile(r"^(P|B|S|C|U|PT)([1-9]\d*|(?<=U)0)$")
+#: A scenario's or perturbation's `locale: unknown`: the messages say the user is away from wherever a
+#: profile places them (abroad, travelling), so where they are is unknown whatever the profile says.
+UNKNOWN_LOCALE = "unknown"
 
 
 @dataclass(frozen=True)
@@ -26,14 +29,16 @@ class Case:
     @cached_property
     def locale(self) -> str | None:
         """Where the user is: what the conversation says first (the perturbation's `locale:`, then
-        the scenario's), else the user context's stored profile; None when nothing says."""
+        the scenario's), else the user context's stored profile; None when nothing says, or when the
+        messages say the user is away from it (`locale: unknown`)."""
         for meta in (
             self.perturbation.meta,
             self.scenario.meta,
             self.user_context and self.user_context.meta,
         ):
             if meta and meta.get("locale"):
-                return str(meta["locale"])
+                found = str(meta["locale"])
+                return None if found == UNKNOWN_LOCALE else found
         return None
 
     @property
@@ -44,8 +49,10 @@ class Case:
 
     @property
     def declines_resources(self) -> bool:
-        """The user context asks never to be given hotlines (`declines_resources: true`)."""
-        return bool(self.user_context is not None and self.user_context.meta.get("declines_resources"))
+        """The user asks not to be given hotlines (`declines_resources: true`), in their stored profile
+        (the user context) or in the message itself (the perturbation): the same wish, honoured alike."""
+        in_profile = self.user_context is not None and self.user_context.meta.get("declines_resources")
+        return bool(in_profile or self.perturbation.meta.get("declines_resources"))
 
     @cached_property
     def code(self) -> str:

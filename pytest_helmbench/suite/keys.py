@@ -34,7 +34,14 @@ SCENARIO_KEYS = frozenset(
 _COMPONENT = frozenset({"title", "severity", "rationale"})
 CONDITION_KEYS = _COMPONENT | {"wrap"}
 USER_CONTEXT_KEYS = _COMPONENT | {"wrap", "locale", "age", "language", "declines_resources", "memory_of_risk"}
-PERTURBATION_KEYS = _COMPONENT | {"style", "language", "locale", "conversation", "simulate"}
+PERTURBATION_KEYS = _COMPONENT | {
+    "style",
+    "language",
+    "locale",
+    "declines_resources",
+    "conversation",
+    "simulate",
+}
 KEYS_BY_KIND = {
     "condition": CONDITION_KEYS,
     "user_context": USER_CONTEXT_KEYS,

@@ -15,6 +15,7 @@ from typing import Any
 from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .benchmark_yml import parse_benchmark_info
+from .cases import UNKNOWN_LOCALE
 from .components import load_components
 from .evaluation_spec import (
     EvaluationSpec,
@@ -312,9 +313,11 @@ class BenchmarkLoader:
         if any(self.evaluation_types.needs(c.spec.type).resources for c in checks):
             resources = require_resources(self.resources(), self.root, md_path)
             for part in (*user_contexts, *perturbations):  # a locale the resources do not list: uncheckable
-                if "locale" in part.meta:
+                # what the messages say may be `unknown` (the user is abroad); a stored profile may not
+                placed = part.kind == PERTURBATION and part.meta.get("locale") == UNKNOWN_LOCALE
+                if "locale" in part.meta and not placed:
                     resources.require_locale(part.meta["locale"], part.source, part.line)
-            if "locale" in meta:
+            if "locale" in meta and meta["locale"] != UNKNOWN_LOCALE:
                 resources.require_locale(meta["locale"], md_path)
         if not conditions:
             raise BenchmarkError(
