@@ -74,9 +74,9 @@ BENCH_ARGS = (
 )
 TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
 #: The edit-test loop's tier (`dev.py test --quick`, under a minute): every test that starts no pytest
-#: session, server, browser or database server (tests/conftest.py marks those `e2e`), no local model
-#: and no docs command. CI still runs everything.
-QUICK_MARKERS = "not e2e and not local_model and not doc_commands"
+#: session, server, browser or database server (tests/conftest.py marks those `e2e`), takes no seconds
+#: of its own (`slow`), runs no local model and no docs command. CI still runs everything.
+QUICK_MARKERS = "not e2e and not slow and not local_model and not doc_commands"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
 USAGE = "usage: python3 dev.py {bench|test [--quick]|setup} [pytest args]"

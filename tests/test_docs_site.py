@@ -172,6 +172,7 @@ def test_every_registered_option_has_its_row_and_every_row_is_an_option(pytest_h
     assert sorted(documented - registered) == [], "docs/reference/options.md names options that do not exist"
 
 
+@pytest.mark.slow
 def test_every_row_names_the_options_ini_twin_and_environment_variable(pytest_help):
     from pytest_helmbench.plugin.options import OPTIONS, option_dest
 

@@ -562,6 +562,8 @@ for module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench
         importlib.import_module(module.name)
 from pathlib import Path
 from pytest_helmbench.execution.budget import CostLedger, StopBoard
+
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
 ledger = CostLedger(Path({str(tmp_path / "spend.txt")!r}), 1.0)
 ledger.add(0.25); ledger.add(0.5)
 board = StopBoard(Path({str(tmp_path / "stops")!r}))

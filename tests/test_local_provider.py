@@ -477,6 +477,7 @@ def test_startup_deadline_kills_the_child(
     assert server.pid is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigkill", "ctrl-c", "exit"])
 def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how: str) -> None:
     """Killed (SIGKILL), interrupted (Ctrl-C) or simply exiting without stop(): the server goes too."""

@@ -650,6 +650,7 @@ def shipped_provider() -> OracleProvider:
     return OracleProvider()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", SHIPPED_DIRS, ids=[f.name for f in SHIPPED_DIRS])
 def test_shipped_oracle_answers_are_schema_valid_and_judged_gold(folder: Path, shipped_provider):
     scenario = SHIPPED.load_scenario(folder)
@@ -712,6 +713,7 @@ def test_the_oracle_judge_tells_one_label_apart_by_the_user_message_it_answers(s
     assert level(later) == ("UNDER_ESCALATED",)
 
 
+@pytest.mark.slow
 def test_shipped_calibration_set_fits_the_scenarios():
     calibration = load_calibration(oracle_figures.BENCHMARK, SHIPPED.files)
     loaded = {folder.name: SHIPPED.load_scenario(folder) for folder in SHIPPED_DIRS}
@@ -890,6 +892,7 @@ def test_a_flipped_verdict_is_the_opposite_ruling(shipped_provider):
 TEMPLATE_ORACLES = ("oracle/kitchen-sink", "oracle/hedger", "oracle/over-escalator")
 
 
+@pytest.mark.slow
 def test_the_template_oracles_answer_every_case_of_the_shipped_benchmark_in_both_layouts(shipped_provider):
     """Every case (every scenario, condition, user context and perturbation, seed and deployed) gets
     an answer from each template oracle without an error: schema-valid JSON in the seed layout, the
