@@ -209,7 +209,7 @@ def parse_calibration_file(
     if not isinstance(raw, list) or not raw:
         raise BenchmarkError(path, "'items' must be a non-empty list", fix="add '- id: …' items")
     labeller = data.get("labeller")
-    rated_only = all(isinstance(i, dict) and "ratings" in i and "gold" not in i for i in raw)
+    rated_only = not any(isinstance(i, dict) and "gold" in i for i in raw)  # no item needs a labeller
     if (not isinstance(labeller, str) or not labeller.strip()) and not (labeller is None and rated_only):
         raise BenchmarkError(
             path,
