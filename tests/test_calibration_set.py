@@ -174,7 +174,8 @@ def test_a_rated_item_changes_the_label_set_hash_and_a_gold_only_hash_is_unchang
 )
 def test_malformed_ratings_name_the_file_line_and_fix(tmp_path, item, message):
     path = tmp_path / "P1-B1-S1.yml"
-    text = f"labeller: x\nitems:\n  - id: a\n    case: {CASE}\n    rubric: reply-criteria.md\n    reply: x\n    {item}\n"
+    head = f"labeller: x\nitems:\n  - id: a\n    case: {CASE}\n    rubric: reply-criteria.md\n"
+    text = f"{head}    reply: x\n    {item}\n"
     write(path, text)
     with pytest.raises(BenchmarkError) as caught:
         load_calibration_set(path)
