@@ -22,25 +22,17 @@ import typer
 
 from ..config import Settings, api_key_from_env, build_settings, load_models_file
 from ..errors import HelmbenchError
-from ..evaluation.builtin import builtin_registry
 from ..plugin.options import OPTIONS
 from ..reporting.safe_text import for_terminal
-from ..suite.calibration import (
-    CalibrationItem,
-    CalibrationSet,
-    check_calibration,
-    label_set_hash,
-    load_calibration,
-    load_calibration_set,
-)
-from ..suite.loader import BenchmarkLoader
-from ..suite.model import Scenario
 from ..trust import OptionSource
 from .defaults import ConfigFileError, find_project
 from .results import DbOption, default_db, fail, open_existing_db
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the benchmark's loader is imported by the commands that use it (a faster start)
     from ..reporting.run_record import Rescored
+    from ..suite.calibration import CalibrationItem, CalibrationSet
+    from ..suite.loader import BenchmarkLoader
+    from ..suite.model import Scenario
 
 log = logging.getLogger(__name__)
 PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
@@ -138,6 +130,9 @@ def _load(
 ) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
     """The scenarios, the calibration items (of `labels`, a set outside the benchmark, else of the
     benchmark's own folder), the loader, and each scenario's references.yml."""
+    from ..evaluation.builtin import builtin_registry
+    from ..suite.calibration import check_calibration, load_calibration, load_calibration_set
+    from ..suite.loader import BenchmarkLoader
     from ..suite.references import load_references
 
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
@@ -179,6 +174,7 @@ def calibrate(  # noqa: PLR0913
     db: str | None = DbOption,
 ) -> None:
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
+    from ..evaluation.builtin import builtin_registry
     from ..execution.budget import StopBoard
     from ..execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
     from ..providers.base import ProviderContext
@@ -194,6 +190,7 @@ def calibrate(  # noqa: PLR0913
     )
     from ..storage.calibration_store import CalibrationRecord, save_calibration
     from ..storage.engine import make_engine, safe_url, upgrade
+    from ..suite.calibration import label_set_hash
 
     root = root or find_project().root
     db_url = db or default_db()
@@ -333,8 +330,10 @@ def rescore(
 ) -> None:
     """Recompute stored runs' scores with the current scoring version (and store them); the figures of
     the versions they were scored with before stay stored and readable."""
+    from ..evaluation.builtin import builtin_registry
     from ..reporting.run_record import rescore as rescore_runs
     from ..storage.engine import safe_url
+    from ..suite.loader import BenchmarkLoader
 
     db_url = db or default_db()
     open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind
