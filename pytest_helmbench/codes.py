@@ -74,8 +74,16 @@ def last_segment(code: str) -> str:
     return code.rsplit("-", 1)[-1]
 
 
-def code_list(codes: tuple[str, ...] | list[str], shown: int = 5) -> str:
-    """`A, B, C, D, E and 67 more`: a list of codes that fits on one terminal line (the report and
-    the export list them all)."""
-    head = ", ".join(codes[:shown])
-    return head + (f" and {len(codes) - shown} more" if len(codes) > shown else "")
+def code_list(codes: tuple[str, ...] | list[str], shown: int = 5, width: int | None = None) -> str:
+    """`A, B, C, D, E and 67 more`: at most `shown` codes, and with a `width` only as many (one at
+    least) as fit in that many characters with the count of the rest, so a list never runs past the
+    terminal's edge (the report and the export list them all)."""
+    count = min(shown, len(codes))
+    while width is not None and count > 1 and len(_listed(codes, count)) > width:
+        count -= 1
+    return _listed(codes, count)
+
+
+def _listed(codes: tuple[str, ...] | list[str], count: int) -> str:
+    head = ", ".join(codes[:count])
+    return head + (f" and {len(codes) - count} more" if len(codes) > count else "")

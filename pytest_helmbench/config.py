@@ -88,7 +88,8 @@ class Settings:
 
     @property
     def user_agent(self) -> ModelConfig | None:
-        """Who writes a simulated user's turns: --helmbench-user-model, else the first marking model."""
+        """Who writes a simulated user's turns: --helmbench-user-model, else models.yml's `user_model`,
+        else the first marking model."""
         return self.user_model or self.marking_model
 
     @property
@@ -292,7 +293,7 @@ def build_settings(
     if policy not in JUDGE_POLICIES:
         raise ConfigError(f"--helmbench-judge-policy: {policy!r} must be one of {', '.join(JUDGE_POLICIES)}")
     layouts = _layouts(get("layout"))
-    user_ids = _judge_ids(get("user-model"))
+    user_ids = _judge_ids(get("user-model") or models_file.user_model)
     if len(user_ids) > 1:
         raise ConfigError(f"--helmbench-user-model: {get('user-model')!r} names more than one model")
     seed = get("seed")

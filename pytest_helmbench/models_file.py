@@ -32,7 +32,7 @@ _MODEL_KEYS = {
     "extra_body",
     "api_key_env",
 }
-_TOP_KEYS = ("marking_model", "models")
+_TOP_KEYS = ("marking_model", "models", "user_model")
 # Request fields extra_body may not set: they are what a Result records as asked (model, prompt, schema)
 # and how the answer is read (one JSON body, not a stream).
 _RESERVED_BODY = ("messages", "model", "response_format", "stream")
@@ -67,6 +67,7 @@ class ModelsFile:
 
     marking_model: str | None
     models: tuple[ModelConfig, ...]
+    user_model: str | None = None  # who writes a simulated user's turns (else the first marking model)
 
     def get(self, model_id: str) -> ModelConfig:
         for model in self.models:
@@ -191,4 +192,14 @@ def load_models_file(path: Path) -> ModelsFile:
         raise BenchmarkError(path, "'marking_model' must be a model id")
     for judge in str(marking or "").split(","):
         _local_path_check(judge.strip(), path, f"marking_model ({judge.strip()})")
-    return ModelsFile(marking, tuple(_model_entry(e, path, i) for i, e in enumerate(entries)))
+    user = data.get("user_model")
+    if user is not None and (not isinstance(user, str) or not user.strip() or "," in user):
+        raise BenchmarkError(
+            path,
+            "'user_model' must be one model id",
+            fix="write user_model: <id>, the model that writes a simulated user's turns",
+        )
+    if user is not None:
+        _local_path_check(user.strip(), path, f"user_model ({user.strip()})")
+    models = tuple(_model_entry(e, path, i) for i, e in enumerate(entries))
+    return ModelsFile(marking, models, user.strip() if user is not None else None)

@@ -108,9 +108,20 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 LOCAL_MODEL_GROUP = "local_model"
+#: A test that uses one of these starts a pytest session, a database server or a browser: it is `e2e`,
+#: left out of `python3 dev.py test --quick` (modules that start processes say so with `pytestmark`).
+E2E_FIXTURES = frozenset({"pytester", "postgres_server", "chromium", "browser"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the end-to-end tests (see E2E_FIXTURES), then group the local model's tests."""
+    for item in items:
+        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+    _group_local_model_tests(config, items)
+
+
+def _group_local_model_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests of the real local model share one xdist worker (run with `--dist loadgroup`): two
     llama.cpp servers at once oversubscribe a 2-core machine, and its spinning threads then run
     tens of times slower (the suite took 35 minutes instead of a few).

@@ -143,9 +143,14 @@ def test_one_model_charts_carry_their_data_labels() -> None:
     heat = parse(heatmap_chart(grid))
     assert {"good/model", "P1-B1", "P1-B2", "75.2", "100.0"} <= set(texts(heat))
     assert [r.get("data-score") for r in heat.iter(f"{NS}rect")] == ["75.25", "100.00"]
-    assert "good/model \u00b7 P1-B1 Answers plainly: score 75.2, pass rate 75.0% over 4 scored" in tooltips(
-        heat
-    )
+    tip = "good/model \u00b7 P1-B1 Answers plainly: score 75.2, pass rate 75.0% over 4 scored"
+    assert f"{tip} (fewer than 10: read with care)" in tooltips(heat)
+    # #31.6: the behaviour's title on its row, each cell's case count, a thin cell marked as such
+    assert {"Answers plainly", "Hands off", "n=4 \u00b7 few", "P1"} <= set(texts(heat))
+    assert [r.get("class") for r in heat.iter(f"{NS}rect")] == ["cell low-n"] * 2
+    thick = parse(heatmap_chart(matrix(["m"], columns[:1], [[Cell(50.0, 0.5, 40)]]), {"P1": "Crisis care"}))
+    assert {"n=40", "P1 Crisis care"} <= set(texts(thick)) and "\u00b7 few" not in " ".join(texts(thick))
+    assert [r.get("class") for r in thick.iter(f"{NS}rect")] == ["cell"]
 
     conditions = matrix(
         ["good/model"], [Column("C1", "tutor", 0), Column("C2", "", 5)], [[Cell(80.0, 0.8, 5)] * 2]

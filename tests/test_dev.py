@@ -72,11 +72,51 @@ def test_test_runs_lint_format_check_docs_build_then_the_readme_command(tmp_path
     )
 
 
-def test_bench_runs_the_readme_sample_command(tmp_path: Path) -> None:
+def test_bench_runs_the_readme_first_run_command(tmp_path: Path) -> None:
     (step,) = dev.final_steps("bench", tmp_path, [])
     assert step.argv[0] == str(tmp_path / "bin" / "pytest")
+    selected = step.argv[-1].removeprefix("--helmbench-select=").split(",")
+    assert [code.removesuffix("-U0") for code in selected] == list(dev.FIRST_RUN_CASES)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "pytest " + " ".join(step.argv[1:]) in readme  # the README explains exactly this command
+    shown = "pytest " + " ".join(step.argv[1:-1]) + " --helmbench-select=<FIRST_RUN_CASES>"
+    assert shown in readme  # the README explains exactly this command
+
+
+def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
+    """24 single-turn cases over every behaviour, one scripted and one simulated conversation: a
+    content change that drops or reshapes one of them fails here, not in a newcomer's first run."""
+    from pytest_helmbench.evaluation.builtin import builtin_registry
+    from pytest_helmbench.suite.cases import expand, parse_selectors
+    from pytest_helmbench.suite.loader import BenchmarkLoader
+
+    loader = BenchmarkLoader(ROOT / "benchmark", evaluation_types=builtin_registry())
+    (step,) = dev.final_steps("bench", ROOT, [])
+    selectors = parse_selectors([step.argv[-1].removeprefix("--helmbench-select=")])
+    kinds: dict[str, str] = {}
+    selected: list[str] = []
+    behaviours: set[str] = set()
+    for folder in loader.scenario_dirs():
+        scenario = loader.load_scenario(folder)
+        behaviours.add(scenario.behaviour)
+        for case in expand(scenario, ["m"]):
+            if any(selector.matches(case.segments) for selector in selectors):
+                selected.append(case.code)
+            dialogue = case.perturbation.dialogue
+            if dialogue is None or not dialogue.multi_turn:
+                kinds[case.code] = "single"
+            else:
+                kinds[case.code] = "simulated" if dialogue.simulation is not None else "scripted"
+    assert sorted(selected) == sorted(dev.FIRST_RUN_CASES)  # the selection is exactly these cases
+    chosen = [kinds.get(code, "missing") for code in dev.FIRST_RUN_CASES]
+    assert chosen.count("single") == 24 and chosen.count("scripted") == 1 and chosen.count("simulated") == 1
+    assert {code.rsplit("-S", 1)[0] for code in dev.FIRST_RUN_CASES} == behaviours
+
+
+def test_quick_runs_lint_and_the_fast_tier_only(tmp_path: Path) -> None:
+    lint, tests = dev.final_steps("test", tmp_path, ["--quick", "-x"])
+    assert lint.argv[1:] == ("check", ".")
+    assert tests.argv[1:] == (*dev.TEST_ARGS, "-m", dev.QUICK_MARKERS, "-x")
+    assert all("mkdocs" not in part for part in tests.argv)
 
 
 def test_unknown_command_prints_usage() -> None:

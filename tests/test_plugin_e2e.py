@@ -25,6 +25,7 @@ def test_dry_run_without_key_sends_and_records_nothing(pytester, bench, helm_env
     result.assert_outcomes(skipped=8)
     result.stdout.fnmatch_lines(["*dry run: 8 case(s) composed and validated*"])
     assert "dry run" in result.stdout.str()
+    assert "next: helmbench report" not in result.stdout.str()  # nothing was recorded to report on
     assert helm_env.requests == []
     assert not (pytester.path / "helmbench.db").exists()
 
@@ -45,6 +46,9 @@ def test_outcomes_are_recorded_with_counters_that_agree(pytester, bench, helm_en
     out = result.stdout.str()
     assert "expected category 'ANSWER', got 'HANDOFF'" in out
     assert "Traceback" not in out
+    result.stdout.fnmatch_lines(  # the summary ends with what to run next
+        ["results stored in *", "next: helmbench report *", "*helmbench serve *", "*--helmbench-model=*"]
+    )
     db = pytester.path / "helmbench.db"
     statuses = dict(rows(db, "select case_code, status from result"))
     assert statuses == {
@@ -534,11 +538,41 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
             {},
             "--helmbench-judge-policy: 'majorty' must be one of majority, all-pass, any-fail",
         ),
+        (["--helmbench-layout=sed"], {}, "--helmbench-layout: 'sed' must be seed, deployed or seed,deployed"),
+        (["--helmbench-api=grpc"], {}, "--helmbench-api: 'grpc' must be one of openrouter, openai"),
+        (["--helmbench-cache=maybe"], {}, "--helmbench-cache: 'maybe' must be one of off, read, write, on"),
+        ([], {"HELMBENCH_JUDGE_POLICY": "any"}, "--helmbench-judge-policy: 'any' must be one of majority,"),
+        (["--helmbench-umask=999"], {}, "--helmbench-umask: '999' must be an octal umask such as 077"),
+        (
+            ["--helmbench-resume=last"],
+            {},
+            "--helmbench-resume: 'last' is not a run id: use --helmbench-resume",
+        ),
+        (
+            ["--helmbench-retry-errors=x"],
+            {},
+            "--helmbench-retry-errors: 'x' is not a run id: use --helmbench",
+        ),
+        (["--helmbench-shard=2of3"], {}, "--helmbench-shard / HELMBENCH_SHARD: '2of3' is not K/N: write K/N"),
         ([], {"HELMBENCH_DRY_RUN": "maybe"}, "HELMBENCH_DRY_RUN='maybe' is not a yes/no value"),
         ([], {"HELMBENCH_ESTIMATE": "maybe"}, "HELMBENCH_ESTIMATE='maybe' is not a yes/no value"),
         (["--helmbench-max-file-size=lots"], {}, "--helmbench-max-file-size: 'lots' must be a whole"),
     ],
-    ids=["cli", "choice", "env-bool", "env-estimate", "loader"],
+    ids=[
+        "cli",
+        "choice",
+        "layout",
+        "api",
+        "cache",
+        "env-choice",
+        "umask",
+        "resume",
+        "retry-errors",
+        "shard",
+        "env-bool",
+        "env-estimate",
+        "loader",
+    ],
 )
 # pytest passes fixtures and parametrized values by name: these parameters are the test's inputs.
 def test_an_option_error_is_one_usage_error_naming_option_value_and_choices(  # noqa: PLR0913

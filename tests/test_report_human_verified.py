@@ -74,6 +74,7 @@ def _figure(line: str, name: str) -> str:
     return re.search(rf"{name} (\S+)", line).group(1)
 
 
+@pytest.mark.e2e  # a pytest run and the helmbench command in subprocesses
 def test_the_report_shows_the_human_verified_figure_beside_the_judges(tmp_path):
     url = f"sqlite:///{tmp_path / 'results.db'}"
     judged_run(url, tmp_path, sample=8)

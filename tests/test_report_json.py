@@ -22,7 +22,7 @@ JUDGE = "oracle/judge"
 # an ordinary scenario, a critical one, a control: every figure has something to stand on
 SELECT = "P1-B1-S1-C2-U0-PT1,P1-B1-S3-C1-U0-PT1,P1-B3-S1-C2-U0-PT1,P1-B3-S1-C2-U1-PT2"
 FIGURES = ("harm_rate", "critical_harm_rate", "over_escalation_rate", "care_score", "perfect_reply_rate")
-KEYS = ["model", "run_ids", "layout", *FIGURES, "judge_corrected"]
+KEYS = ["model", "run_ids", "layout", *FIGURES, "judge_corrected", "basis"]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """`pytest_helmbench.results`: runs, Results and scores as typed DataFrames, sharing their columns with
-`helmbench export` (also as Parquet), on SQLite and a real PostgreSQL; the docs' paired comparison
-runs as written."""
+`helmbench export` (also as Parquet), on SQLite and a real PostgreSQL (the docs' paired comparison is a
+doc-test of docs/how-to/analyse-in-pandas.md)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ pd.read_parquet(io.BytesIO(pd.DataFrame({"x": [1]}).to_parquet()))
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COLUMNS_PAGE = DOCS / "reference" / "results-api.md"  # the column tables
-PANDAS_PAGE = DOCS / "how-to" / "analyse-in-pandas.md"  # the paired comparison
 A, B = "openai/gpt-4o-mini", "anthropic/claude-3.5-haiku"  # the docs snippet's two models
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "no"}
@@ -301,7 +300,7 @@ def test_parquet_without_pyarrow_names_the_extra(sqlite_run, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The docs: their column tables are columns.py's, and their paired comparison runs as written
+# The docs: their column tables are columns.py's (the paired comparison is a doc-test of its page)
 
 
 def docs_table(heading: str) -> list[Column]:
@@ -318,27 +317,3 @@ def docs_table(heading: str) -> list[Column]:
 )
 def test_the_docs_document_every_column_and_type(heading, columns):
     assert docs_table(heading) == list(columns)
-
-
-def docs_snippet() -> str:
-    text = PANDAS_PAGE.read_text(encoding="utf-8")
-    block = text.split("<!-- paired-comparison:start -->", 1)[1].split("<!-- paired-comparison:end -->")[0]
-    block = "\n".join(line for line in block.strip().split("\n") if not line.startswith("<!--"))
-    return block.removeprefix("```python").removesuffix("```")
-
-
-def test_the_docs_paired_comparison_runs_as_written(sqlite_run, capsys):
-    code = docs_snippet()
-    assert len([line for line in code.splitlines() if line.strip()]) == 12  # two imports, ten lines
-    exec(compile(code, str(PANDAS_PAGE), "exec"), {})  # noqa: S102 - the docs' own snippet
-    printed = capsys.readouterr().out
-    # Independently: of the 12 cases both answered (B errored on U1), A passed the 6 PT1 ones; B failed S2
-    # and C1. Only A passed C1-PT1 in S1 and S3, and both PT1 cases of S2; only B passed C2-PT2 in S1, S3.
-    # The difference (4 - 2) / 12; resampling three scenarios (S2: +2 of 4, the others 0 of 4) gives
-    # 0 to 3 copies of S2: 0 has probability 8/27 and 3 has 1/27, above 2.5%, so the interval is 0 to 6/12.
-    assert printed.splitlines() == [
-        f"only {A} passed 4, only {B} passed 2",
-        f"pass rate {A} minus {B}: +16.7% (95% CI +0.0% to +50.0%)",
-    ]
-    text = PANDAS_PAGE.read_text(encoding="utf-8")
-    assert "\n".join(printed.splitlines()) in text  # the output the docs show is this one

@@ -60,6 +60,7 @@ def loads(url: str, study: int) -> tuple[Counter, Counter]:
     return Counter(item for item, _ in rows), Counter(name for _, name in rows)
 
 
+@pytest.mark.e2e  # a pytest run and the helmbench command in subprocesses
 def test_review_create_and_raters_add_balance_the_study(db_url, tmp_path):
     judged_run(db_url, tmp_path, sample=8)
     run_id = run_of(db_url, "oracle/borderline-unsafe")

@@ -20,6 +20,7 @@ from .results import fail
 
 if TYPE_CHECKING:  # the loader and its parsers are imported by the commands that read a benchmark: every
     # `helmbench` command (`serve` too) would otherwise pay for them at start (issue #27)
+    from ..suite.attack import Attack
     from ..suite.cases import Case
     from ..suite.model import Scenario
 
@@ -172,6 +173,7 @@ def show(
             f"up to {prompt.simulation.turns} replies of the model; its persona (never sent to the model) ==="
         )
         typer.echo(prompt.simulation.persona)
+        _show_attack(prompt.simulation.attack)
     typer.echo("=== response_format ===")
     if prompt.response_format is None:
         typer.echo("none: the reply is plain text (the marking model extracts the scenario's fields from it)")
@@ -295,3 +297,19 @@ def coverage_command(root: Path | None = RootOption) -> None:
 
 def register(app: typer.Typer) -> None:
     app.registered_commands.extend(commands.registered_commands)
+
+
+def _show_attack(attack: Attack | None) -> None:
+    """An attacker's goal and strategy (to the user agent) and its stop check (to the judge)."""
+    if attack is None:
+        return
+    if attack.goal:
+        typer.echo(f"=== the attacker's goal (to the simulated user only) ===\n{attack.goal}")
+    if attack.strategy:
+        typer.echo(f"=== strategy: {attack.strategy} (its instruction block, to the simulated user) ===")
+    if attack.stop_when is not None:
+        stop = attack.stop_when
+        typer.echo(
+            f"=== stop_when (judged after each reply; any answer but {stop.pass_answer!r} stops the "
+            f"conversation and fails the case) ===\n{stop.question}"
+        )

@@ -6,6 +6,7 @@ new file), so a typo in --db or a command run in the wrong folder leaves no empt
 from __future__ import annotations
 
 import os
+import shutil
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -304,8 +305,9 @@ def report(
     differ = layouts_differ_line({s.label: s.layout for s in found})
     if differ:
         typer.echo(for_terminal(f"note: {differ}"))
+    width = shutil.get_terminal_size().columns
     for summary in found:
-        typer.echo(for_terminal(summary_line(summary)))
+        typer.echo(for_terminal(summary_line(summary, width)))
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -3,9 +3,10 @@
 - executor.py: one case end to end — request, response cache, cost ceiling, call, judge, evaluation;
   it sees the cache only through its `AnswerCache` protocol.
 - turns.py: a conversation in progress (`Talk`) and its verdict from every judged reply;
-  simulated_user.py: the user agent's next turn; judging.py: the judges as the evaluation stage
-  asks them (a provider-side send per case), the deployed layout's extraction, every helper call
-  (cached without the nonce) and a critical scenario's votes.
+  simulated_user.py: the user agent's next turn; attack.py: an attacker's `stop_when`, judged after
+  each reply (the goal reached fails the reply and stops the conversation); judging.py: the judges
+  as the evaluation stage asks them (a provider-side send per case), the deployed layout's
+  extraction, every helper call (cached without the nonce) and a critical scenario's votes.
 - prefetch.py: submits every selected case's call to a bounded pool ahead of pytest's loop;
   activity.py: what each running case is doing now (its turn and step), for the line a slow case
   prints every few seconds.

@@ -29,6 +29,7 @@ from ..evaluation.extraction import nothing_to_extract
 from ..evaluation.judge import JUDGE_INSTRUCTIONS, judge_messages, judge_schema
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.chat import Pricing
+from ..suite.attack_check import stop_criteria
 from ..suite.cases import Case
 from ..suite.model import Criteria
 from ..suite.prompt import ComposedPrompt, compose
@@ -123,7 +124,8 @@ def estimate(
             _add_helpers(
                 est, prompt_tokens, settings, extracts=extracts, simulated_turn=simulated and reply > 0
             )
-            for criteria in _judged_rubrics(case, registry) if settings.judges else []:
+            judged = [*_judged_rubrics(case, registry), *_stop_rubric(case, prompt)]
+            for criteria in judged if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
                 _add_judges(est, judge_tokens, settings, critical=case.scenario.critical)
     return list(found.values())
@@ -172,6 +174,13 @@ def _judged_rubrics(case: Case, registry: EvaluatorRegistry) -> list[Criteria | 
         needs = registry.get(case.scenario.evaluation.type).needs_judge
         return [case.scenario.criteria] if needs else []
     return [c.criteria for c in checks if registry.get(c.spec.type).needs_judge]
+
+
+def _stop_rubric(case: Case, prompt: ComposedPrompt) -> list[Criteria | None]:
+    """An attacker's `stop_when`, judged after every reply (suite/attack_check.py); [] otherwise."""
+    attack = prompt.simulation.attack if prompt.simulation is not None else None
+    criteria = stop_criteria(attack, case.perturbation.source) if attack is not None else None
+    return [criteria] if criteria is not None else []
 
 
 def _judge_tokens(criteria: Criteria | None, prompt: ComposedPrompt, answer: str) -> int:

@@ -38,6 +38,7 @@ from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
 from ..suite.prompt import ComposedPrompt, render_messages, with_guidance
 from .activity import Activity
+from .attack import judged_stop
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
@@ -142,6 +143,8 @@ class Executor:
                 prompt.simulation.turns,
                 agent.recorded() if agent else None,
             ]
+            if prompt.simulation.attack is not None:
+                material.append(repr(prompt.simulation.attack))
             key = hashlib.sha256(
                 json.dumps(material, sort_keys=True, default=str).encode("utf-8")
             ).hexdigest()
@@ -226,8 +229,10 @@ class Executor:
         while True:
             self._step(talk, log, "the model's reply")
             turn = self._turn(talk, turn_request, log, helpers)
+            if turn.verdict.status is not Status.ERROR:
+                turn = self._stop_check(talk, turn, log, helpers)
             talk.turns.append(turn)
-            if turn.verdict.status is Status.ERROR:
+            if turn.verdict.status is Status.ERROR or (turn.stop is not None and turn.stop["reached"]):
                 return
             self._step(talk, log, "the simulated user's next message")
             if not self._continue(talk, log, helpers):
@@ -330,6 +335,15 @@ class Executor:
         (a panel of judges asks each once: its policy decides), else one."""
         critical = case.scenario.critical and len(self.settings.marking_models) == 1
         return self.settings.critical_votes if critical else 1
+
+    def _stop_check(self, talk: Talk, turn: JudgedReply, log: CaseLog, helpers: Helpers) -> JudgedReply:
+        """An attacker's `stop_when` on the reply (execution/attack.py); a judge without a verdict
+        makes the case an error (the reply is kept among its turns)."""
+        try:
+            return judged_stop(talk, turn, helpers.panel(log, self._votes(talk.case)))
+        except CallError as exc:  # JudgeError, NoVerdict
+            talk.turns.append(turn)
+            raise self._error(log, f"stop_when: {exc.reason}", exc, talk, keep_response=True) from None
 
     def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
         """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""

@@ -92,7 +92,13 @@ def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLo
     seed = agent.seed if agent.seed is not None else settings.seed
     agent = replace(agent, temperature=0.0, seed=USER_AGENT_SEED if seed is None else seed)
     replies = [response_text(turn.response.content or "") for turn in talk.turns]
-    asked = UserAgentMessages(simulation.persona, plain_transcript(replies, talk.user_texts))
+    attack = simulation.attack
+    asked = UserAgentMessages(
+        simulation.persona,
+        plain_transcript(replies, talk.user_texts),
+        attack.goal if attack is not None else None,
+        attack.strategy_text if attack is not None else None,
+    )
     response = helpers.send(agent, asked.messages, USER_AGENT_SCHEMA, log, role="the simulated user")
     following = read_next_turn(response)
     if following.message is None:

@@ -32,6 +32,7 @@ class JudgedReply:
     verdict: ReplyVerdict
     extraction: Extraction | None = None
     sheet: ReplySheet | None = None  # harm and care (scoring version 3, sheet.py)
+    stop: dict[str, Any] | None = None  # an attacker's stop check on this reply (execution/attack.py)
 
     def to_dict(self) -> dict[str, Any]:
         found = {
@@ -45,6 +46,8 @@ class JudgedReply:
         }
         if self.sheet is not None:
             found["sheet"] = self.sheet.to_dict()
+        if self.stop is not None:
+            found["stop_when"] = self.stop
         return found
 
 
@@ -80,6 +83,8 @@ def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, Judged
         "turns": [turn.to_dict() for turn in turns],
         "first_failing_turn": failing,
     }
+    if any(turn.stop is not None for turn in turns):  # an attacker: the turn its goal was reached, or None
+        details["goal_reached_turn"] = next((t.index for t in turns if t.stop and t.stop["reached"]), None)
     verdict = ReplyVerdict(
         status,
         reason,

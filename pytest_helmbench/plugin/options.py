@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import OPENROUTER_BASE_URL, OptionSource
 from ..errors import ConfigError
+from ..suite.shards import parse_shard
 
 if TYPE_CHECKING:  # pytest itself is imported only where a session needs it: `helmbench` starts faster
     import pytest
@@ -349,9 +350,27 @@ def _usage_error() -> type[Exception]:
 
 
 def check_options(config: pytest.Config) -> None:
-    """Read every option once: a bad value anywhere is a ConfigError now, not later mid-collection."""
-    for option in OPTIONS:
-        option_value(config, option)
+    """Read every option once: a bad value anywhere is a ConfigError now, not later mid-collection
+    (under xdist too: the controller reads them before any worker collects)."""
+    values = {option.name: option_value(config, option) for option in OPTIONS}
+    for name in ("resume", "retry-errors"):
+        check_run_choice(name, values[name])
+    try:
+        parse_shard(values["shard"])
+    except ValueError as exc:
+        raise ConfigError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
+
+
+def check_run_choice(name: str, value: Any) -> None:
+    """--helmbench-resume / --helmbench-retry-errors: no value (the latest run), `latest` or a run id."""
+    if value is None or value is False:
+        return
+    text = str(value).strip()
+    if text != "latest" and not re.fullmatch("[0-9]+", text):
+        raise ConfigError(
+            f"--helmbench-{name}: {value!r} is not a run id: use --helmbench-{name} alone or =latest "
+            f"(the latest run), or --helmbench-{name}=RUN_ID (a whole number)"
+        )
 
 
 def option_source(config: pytest.Config, option: Option) -> OptionSource:

@@ -44,6 +44,7 @@ from ..errors import BenchmarkError, HelmbenchError
 from ..jsontext import response_text
 from ..suite.gold import Gold, check_gold, gold_values
 from ..suite.model import Criteria
+from ..suite.prompt import GUIDANCE_TAG
 from ..suite.references import BORDERLINE_SAFE, ReferenceAnswer, References
 from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderContext
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
@@ -332,7 +333,7 @@ def judge_answer(index: OracleIndex, request: ChatRequest, noise: float = 0.0) -
     graded = read_judge_messages(request.messages)
     if graded is None:
         raise CallError(f"{PREFIX}judge: the request is not a HELMBench judge request")
-    rubric = index.rubric(graded.rubric)
+    rubric = index.rubric(graded.rubric) or index.rubric(without_guidance(graded.rubric))
     if rubric is None:
         raise CallError(f"{PREFIX}judge: the rubric is none of the benchmark's rubrics")
     entries = rubric.find(graded.answer, graded.prompt)
@@ -359,6 +360,14 @@ def judge_answer(index: OracleIndex, request: ChatRequest, noise: float = 0.0) -
             flipped = flip(rubric.criteria, entry.gold, draw)
             return format_verdict(rubric, flipped, f"{rationale}, flipped: a noisy judge's wrong call")
     return format_verdict(rubric, entry.gold, rationale)
+
+
+def without_guidance(rubric: str) -> str:
+    """A rubric as its file has it: a live script's turn guidance (suite/prompt.py, `with_guidance`),
+    the rubric's last section, left out."""
+    opening = f"\n\n<{GUIDANCE_TAG}>\n"
+    at = rubric.rfind(opening)
+    return rubric[:at] if at >= 0 and rubric.endswith(f"\n</{GUIDANCE_TAG}>") else rubric
 
 
 def _draw(request: ChatRequest, *question: str) -> int:

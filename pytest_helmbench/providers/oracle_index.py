@@ -25,6 +25,7 @@ from typing import Any
 from ..codes import LAYOUTS
 from ..errors import BenchmarkError
 from ..jsontext import response_text
+from ..suite.attack_check import stop_criteria
 from ..suite.calibration import (
     CalibrationItem,
     CalibrationSet,
@@ -63,6 +64,8 @@ def answered_words(perturbation: Component, turn: int, transcript: Transcript | 
     """The user message the model's `turn`-th reply (0: its first) answers in a conversation: the
     last scripted user turn or the first message, then the transcript's user turns; None when unknown."""
     dialogue = perturbation.dialogue
+    if dialogue is not None and dialogue.live:  # a live script: its user turns, in order
+        return dialogue.live[turn].text if 0 <= turn < len(dialogue.live) else None
     if turn == 0:
         users = [t.text for t in dialogue.script if t.role == "user"] if dialogue is not None else []
         return users[-1] if users else perturbation.words
@@ -251,6 +254,7 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
             index.answers.setdefault(reply_key(reply), []).append(side.answer)
     views = rubric_views(scenario)
     sides = _sides_in_context(scenario, references)
+    _add_stop_golds(index, scenario, references, origin)
     for criteria in scenario_rubrics(scenario).values():
         rubric = _rubric(index, criteria)
         view = views.get(criteria.name) or JudgedView((REPLY_FIELD,))
@@ -261,6 +265,33 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
             for label, answer in _variants(side):
                 entry = GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path, context)
                 rubric.add(view.text(answer), entry)
+
+
+def _add_stop_golds(index: OracleIndex, scenario: Scenario, references: References, origin: str) -> None:
+    """An attacker's `stop_when` gold for every reply of its transcript: the goal is withheld by every
+    safe reply and by the unsafe side before its `goal_reached`, reached from that reply on."""
+    for perturbation in scenario.perturbations:
+        dialogue, transcript = perturbation.dialogue, references.transcripts.get(perturbation.code)
+        simulation = dialogue.simulation if dialogue is not None else None
+        attack = simulation.attack if simulation is not None else None
+        criteria = stop_criteria(attack, perturbation.source) if attack is not None else None
+        if criteria is None or transcript is None or transcript.goal_reached is None:
+            continue
+        check = criteria.checks[0]
+        withheld = {check.id: check.pass_answer}
+        reached = {check.id: "no" if check.pass_answer == "yes" else "yes"}
+        rubric = _rubric(index, criteria)
+        for turn, pair in enumerate(zip(transcript.safe, transcript.unsafe, strict=False)):
+            words = answered_words(perturbation, turn, transcript)
+            context = reply_key(words) if words else None
+            for side in pair:
+                unsafe = side is pair[1] and turn + 1 >= transcript.goal_reached
+                gold = reached if unsafe else withheld
+                entry = GoldEntry(
+                    gold, f"{origin} (transcripts.{perturbation.code}, stop_when)", references.path, context
+                )
+                for _, answer in _variants(side):
+                    rubric.add(str(answer.get(REPLY_FIELD, "")), entry)
 
 
 def _variants(side: ReferenceAnswer) -> list[tuple[str, dict[str, Any]]]:

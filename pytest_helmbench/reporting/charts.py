@@ -34,7 +34,7 @@ from .svg import (
 LEFT = 240  # width of the row-label column
 LABEL_CHARS = 34  # row labels longer than this are shortened (the tooltip has them whole)
 NOTHING_SCORED = "No scored results."
-HEAT_W, HEAT_H = 72, 34  # heatmap cell size
+HEAT_W, HEAT_H = 84, 40  # heatmap cell size
 
 
 @dataclass(frozen=True)
@@ -201,45 +201,93 @@ def _score_marks(row: ScoreRow, y: float, xs: Scale) -> str:
     return el("g", group, "".join(marks))
 
 
-def heatmap_chart(matrix: Matrix) -> str:
-    """Series by behaviours, each cell coloured by score (red 0 to green 100) with the score written in."""
+#: A heatmap cell resting on fewer scored cases than this is drawn faded with a dashed outline.
+LOW_N = 10
+HEAT_LABEL_CHARS = 40  # a model's column label longer than this is shortened (the tooltip has it whole)
+HEAT_TITLE_CHARS = 34  # a behaviour's title beside its code, likewise
+HEAT_LEFT = 320  # the behaviour labels' column
+_CHAR_W = 6.6  # a generous width of one 12 px character, to leave room for rotated labels
+_COS, _SIN = 0.766, 0.643  # the column labels are turned 40 degrees
+
+
+def heatmap_chart(matrix: Matrix, pillar_names: dict[str, str] | None = None) -> str:
+    """Behaviours (rows, grouped by pillar, code and title written beside them) by series (columns);
+    each cell coloured by score (red 0 to green 100) with the score and how many cases it rests on.
+
+    Behaviours run down the page, so many of them never widen the chart; the series' labels are
+    turned, so a long model id costs height, not a column's width. A page wider than its box scrolls
+    inside its own box (``.chart``)."""
     if not matrix.rows or not matrix.columns:
         return empty_note(NOTHING_SCORED)
-    cw, ch, top = HEAT_W, HEAT_H, 28
+    cw, ch = HEAT_W, HEAT_H
+    labels = [clip(label, HEAT_LABEL_CHARS) for label in matrix.rows]
+    top = 16 + max(len(label) for label in labels) * _CHAR_W * _SIN
     body = []
-    for j, column in enumerate(matrix.columns):
-        x = LEFT + j * cw + cw / 2
-        words = f"{column.code}: {column.title}" if column.title else column.code
-        body.append(
-            text(x, top - 10, clip(column.code, 10), {"text-anchor": "middle", "font-weight": 600}, words)
-        )
-    for i, label in enumerate(matrix.rows):
-        y = top + i * ch
-        body.append(_row_label(LEFT - 8, y + ch / 2 + 4, label))
-        for j, column in enumerate(matrix.columns):
-            body.append(_heat_cell(i, label, column, matrix.cell(i, j), LEFT + j * cw, y))
-    width = LEFT + cw * len(matrix.columns) + 10
-    return document(width, top + ch * len(matrix.rows) + 6, "score by behaviour and model", body, "heatmap")
+    for i, (label, shown) in enumerate(zip(matrix.rows, labels, strict=True)):
+        x, y = HEAT_LEFT + i * cw + cw / 2, top - 8
+        turn = {"transform": f"rotate(-40 {x:.1f} {y:.1f})", "font-weight": 600, "class": "heat-model"}
+        body.append(el("g", {"data-series": i}, text(x, y, shown, turn, label)))
+    y = top
+    for pillar, columns in _by_pillar(matrix.columns):
+        name = (pillar_names or {}).get(pillar, "")
+        body.append(text(4, y + 18, f"{pillar} {name}".strip(), {"font-weight": 700, "class": "heat-pillar"}))
+        y += 26
+        for j, column in columns:
+            body.append(_behaviour_label(column, y + ch / 2 + 4))
+            for i, label in enumerate(matrix.rows):
+                body.append(_heat_cell(i, label, column, matrix.cell(i, j), HEAT_LEFT + i * cw, y))
+            y += ch
+    legend = f"number: v2 pass score; n: scored cases; faded, dashed: fewer than {LOW_N} (read with care)"
+    body.append(text(4, y + 18, legend, {"fill": MUTED}))
+    last_label = len(labels[-1]) * _CHAR_W * _COS - cw / 2
+    width = max(HEAT_LEFT + cw * len(matrix.rows) + max(last_label, 0.0) + 12, 4 + len(legend) * _CHAR_W)
+    return document(width, y + 28, "score by behaviour and model", body, "heatmap")
+
+
+def _by_pillar(columns: Sequence[Column]) -> list[tuple[str, list[tuple[int, Column]]]]:
+    """The behaviours (with their index in the matrix) grouped by pillar, in the matrix's order."""
+    groups: dict[str, list[tuple[int, Column]]] = {}
+    for j, column in enumerate(columns):
+        groups.setdefault(column.code.split("-")[0], []).append((j, column))
+    return list(groups.items())
+
+
+def _behaviour_label(column: Column, y: float) -> str:
+    """The row's label: the behaviour's code, then its title (shortened; the tooltip has it whole)."""
+    words = f"{column.code}: {column.title}" if column.title else column.code
+    code = text(12, y, column.code, {"font-weight": 600, "class": "heat-code"}, words)
+    if not column.title:
+        return code
+    return code + text(72, y, clip(column.title, HEAT_TITLE_CHARS), {"class": "heat-title"}, words)
 
 
 def _heat_cell(row: int, label: str, column: Column, cell: Cell | None, x: float, y: float) -> str:
     w, h = HEAT_W, HEAT_H
     score = _score(cell.score) if cell else None
     name = f"{column.code} {column.title}".strip()
+    n = cell.n if cell else 0
+    low = score is not None and n < LOW_N
     if cell is None or score is None:
         detail = "nothing scored" + (f", {cell.errors} errors" if cell and cell.errors else "")
     else:
-        detail = f"score {score:.1f}, pass rate {percent(cell.pass_rate)} over {cell.n} scored"
+        detail = f"score {score:.1f}, pass rate {percent(cell.pass_rate)} over {n} scored"
         detail += f", {cell.errors} errors" if cell.errors else ""
+        detail += f" (fewer than {LOW_N}: read with care)" if low else ""
+    marks = {"stroke": INK, "stroke-dasharray": "3 2", "fill-opacity": 0.45} if low else {}
     rect = el(
         "rect",
-        {"class": "cell", "x": x + 1, "y": y + 1, "width": w - 2, "height": h - 2, "rx": 3}
-        | {"fill": score_fill(score), "data-model": label, "data-behaviour": column.code}
-        | {"data-score": "" if score is None else f"{score:.2f}"},
+        {"class": "cell low-n" if low else "cell", "x": x + 1, "y": y + 1, "width": w - 2, "height": h - 2}
+        | {"rx": 3, "fill": score_fill(score), "data-model": label, "data-behaviour": column.code}
+        | {"data-score": "" if score is None else f"{score:.2f}", "data-n": n}
+        | marks,
         tip(f"{label} \u00b7 {name}: {detail}"),
     )
     value = "\u2013" if score is None else f"{score:.1f}"
-    words = text(x + w / 2, y + h / 2 + 4, value, {"text-anchor": "middle", "class": "cell-value"})
+    words = text(x + w / 2, y + h / 2 - 2, value, {"text-anchor": "middle", "class": "cell-value"})
+    if cell is not None and score is not None:
+        count = f"n={n}" + (" \u00b7 few" if low else "")
+        style = {"text-anchor": "middle", "class": "cell-n", "font-size": 10, "fill": INK}
+        words += text(x + w / 2, y + h / 2 + 11, count, style | ({"font-style": "italic"} if low else {}))
     return el("g", {"class": "cell-group", "data-series": row}, rect + words)
 
 

@@ -45,3 +45,16 @@ def figures_line(
     """Every figure, harm and care first; intervals only for the ones named (a line stays readable)."""
     found = figures.as_json() if isinstance(figures, HarmCare) else figures
     return " | ".join(figure_text(name, found.get(name), interval=name in intervals) for name, _ in LABELS)
+
+
+def basis_note(figures: HarmCare) -> str:
+    """`from 8 of 215 results`: said beside a headline that rests on fewer than half of its results
+    (the rest errored or were skipped), or `harm from 8 of 215 results` when the harm of most scored
+    replies could not be told; empty when the figures stand on most of the results."""
+    total = figures.n_scored + figures.n_errors + figures.n_skipped
+    known = figures.n_scored - figures.n_harm_unknown
+    if total and figures.n_scored < total / 2:
+        return f"from {figures.n_scored} of {total} results"
+    if 0 < known < figures.n_scored / 2:  # none known: the harm rate already says n/a
+        return f"harm from {known} of {total} results"
+    return ""

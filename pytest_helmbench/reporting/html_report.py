@@ -43,7 +43,6 @@ from .html_drift import drift_section
 from .html_harm_care import harm_care_section
 from .html_judges import judges_table
 from .html_tables import (
-    behaviour_table,
     cost_table,
     failures_section,
     gates_table,
@@ -253,8 +252,7 @@ def render_report(
         numbers_section=unknown_numbers_section(numbers),
         comparison_section=comparison_section(comparisons),
         scores_chart=score_chart(score_rows(sums)),
-        heatmap_chart=heatmap_chart(behaviours),
-        behaviour_table=behaviour_table(behaviours, data.labels.pillar_names),
+        heatmap_chart=heatmap_chart(behaviours, data.labels.pillar_names),
         conditions_chart=conditions_chart(conditions),
         stability_table=stability_table(conditions),
         forest_chart=forest_chart(effects(data.labels, series)),

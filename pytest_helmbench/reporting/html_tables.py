@@ -19,6 +19,7 @@ from ..storage.queries import FailureRow, RunInfo
 from .analytics import GateResult
 from .charts import Matrix
 from .cost_text import unpriced_text, usd, usd_cell
+from .figure_text import basis_note
 from .series import Series, SeriesSummary, pct, score_text
 from .terminal import reply_turns
 
@@ -55,6 +56,8 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         scope = s.coverage.text() if s.coverage else s.subset
         scope_html = f'<br><span class="ci coverage">{e(scope)}</span>' if scope else ""
         scope_html += f'<br><span class="ci layout">layout: {e(layout_label(s.layout))}</span>'
+        basis = basis_note(s.figures)
+        scope_html += f'<br><strong class="warn thin-basis">{e(basis)}</strong>' if basis else ""
         cells = [
             f'<th scope="row">{e(s.label)}{scope_html}</th>',
             f"<td>{e(', '.join(str(r) for r in s.run_ids))}</td>",
@@ -172,16 +175,30 @@ def _gate_badge(g: GateResult) -> str:
     return f'<span class="badge gate-{e(g.status)}">{e(g.status)}</span>'
 
 
+#: Codes a critical-gate cell lists before "+N more" (the rest are one click away, in a <details>).
+GATE_CODES_SHOWN = 3
+
+
+def _case_link(code: str, label: str, anchors: dict[tuple[str, str], int]) -> str:
+    """One case code (never broken across lines: `.case-code`), linked to its drill-down when shown."""
+    target = anchors.get((label, code))
+    inner = f'<code class="case-code">{e(code)}</code>'
+    return f'<a href="#failure-{target}">{inner}</a>' if target is not None else inner
+
+
 def _case_links(codes: Iterable[str], label: str, anchors: dict[tuple[str, str], int]) -> str:
-    links = []
-    for code in codes:
-        target = anchors.get((label, code))
-        links.append(
-            f'<a href="#failure-{target}"><code>{e(code)}</code></a>'
-            if target is not None
-            else f"<code>{e(code)}</code>"
-        )
-    return ", ".join(links) if links else "&ndash;"
+    """The first few codes, then `+N more` opening the whole list: a long list never fills the table."""
+    links = [_case_link(code, label, anchors) for code in codes]
+    if not links:
+        return "&ndash;"
+    head = ", ".join(links[:GATE_CODES_SHOWN])
+    if len(links) <= GATE_CODES_SHOWN:
+        return f'<span class="case-codes">{head}</span>'
+    rest = len(links) - GATE_CODES_SHOWN
+    return (
+        f'<span class="case-codes">{head}</span> <details class="more-codes"><summary>+{rest} more</summary>'
+        f'<span class="case-codes">{", ".join(links)}</span></details>'
+    )
 
 
 def gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) -> str:
@@ -197,18 +214,6 @@ def gates_table(sums: list[SeriesSummary], anchors: dict[tuple[str, str], int]) 
     head = ["Model", "Gate", "Critical attempts", "Confirmed critical failures"]
     head += ["Failed, not confirmed on re-judging", "Errored or skipped critical cases"]
     return sortable_table("gates-table", head, rows)
-
-
-def behaviour_table(behaviours: Matrix, pillar_names: dict[str, str]) -> str:
-    """The behaviours of the heatmap with their titles and pillars."""
-    rows = []
-    for column in behaviours.columns:
-        pillar = column.code.split("-")[0]
-        rows.append(
-            f'<tr><th scope="row"><code>{e(column.code)}</code></th><td>{e(column.title)}</td>'
-            f"<td>{e(pillar_names.get(pillar, pillar))}</td></tr>"
-        )
-    return sortable_table("behaviour-table", ["Behaviour", "Title", "Pillar"], rows)
 
 
 def stability_table(conditions: Matrix) -> str:

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..errors import HelmbenchError
 from ..storage.queries import ReportData
-from .harm_care import SCORING_VERSION
+from .figure_text import basis_note
+from .harm_care import SCORING_VERSION, HarmCare
 from .judge_error import judge_corrected_figures, series_calibration
 from .series import Series, SeriesSummary, build_series, summarise
 
@@ -59,6 +60,18 @@ def model_entry(summary: SeriesSummary, series: Series, data: ReportData) -> dic
         "layout": summary.layout,
         **figures,
         "judge_corrected": judge_corrected(series, data),
+        "basis": basis(summary.figures),
+    }
+
+
+def basis(figures: HarmCare) -> dict[str, Any]:
+    """What the figures rest on: every result, the scored ones, those whose harm is known, and the
+    plain note when that is few (`from 8 of 215 results`; null otherwise)."""
+    return {
+        "results": figures.n_scored + figures.n_errors + figures.n_skipped,
+        "scored": figures.n_scored,
+        "harm_known": figures.n_scored - figures.n_harm_unknown,
+        "note": basis_note(figures) or None,
     }
 
 

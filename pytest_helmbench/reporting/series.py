@@ -19,7 +19,7 @@ from ..execution.unpriced import Unpriced
 from ..storage.queries import Coverage, ReportData, RunInfo
 from .analytics import GateResult, RepeatStats, ScoreSummary, gate, repeat_stats, score
 from .cost_text import usd
-from .figure_text import figures_line
+from .figure_text import basis_note, figures_line
 from .harm_care import HarmCare, harm_care, layout_of
 from .human_verified import HumanVerified, Verdicts, human_verified
 
@@ -125,24 +125,31 @@ def score_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def summary_line(s: SeriesSummary) -> str:
-    """One line per model for the command line: harm and care first (the headline)."""
+#: What a gate's code list may take of a terminal line besides its words (`critical gate failed (`…).
+GATE_WORDS = 24
+
+
+def summary_line(s: SeriesSummary, width: int | None = None) -> str:
+    """One line per model for the command line: harm and care first (the headline), said to rest on
+    few results when it does; a gate's codes cut to the terminal's `width` (a few, then how many more)."""
     sc = s.score
+    basis = basis_note(s.figures)
     parts = [
-        f"{s.label} ({layout_label(s.layout)}): {figures_line(s.figures)}",
+        f"{s.label} ({layout_label(s.layout)}): {basis + ': ' if basis else ''}{figures_line(s.figures)}",
         f"{sc.n_passed} passed, {sc.n_failed} failed, {sc.n_errors} errors"
         + (f", {sc.n_skipped} skipped" if sc.n_skipped else ""),
     ]
     if s.has_repeats:
         parts.append(f"pass^{s.repeats.k_max} {pct(s.repeats.pass_k)}")
     g = s.gate
+    room = None if width is None else max(width - GATE_WORDS, 1)
     gate_text = f"critical gate {g.status}"
     if g.failed_cases:
-        gate_text += f" ({code_list(g.failed_cases)})"
+        gate_text += f" ({code_list(g.failed_cases, width=room)})"
     elif g.incomplete_cases:
-        gate_text += f" ({code_list(g.incomplete_cases)})"
+        gate_text += f" ({code_list(g.incomplete_cases, width=room)})"
     if g.unconfirmed_cases:
-        gate_text += f"; not confirmed on re-judging: {code_list(g.unconfirmed_cases)}"
+        gate_text += f"; not confirmed on re-judging: {code_list(g.unconfirmed_cases, width=room)}"
     parts += [gate_text, f"cost {usd(s.cost_usd + s.judge_cost_usd, s.unpriced.total)}"]
     scope = s.coverage.text() if s.coverage else s.subset
     if scope:

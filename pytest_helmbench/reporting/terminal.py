@@ -16,12 +16,18 @@ from ..status import Status
 from .analytics import gate, repeat_stats
 from .cost_text import usd
 from .drift import drift_lines, gap_lines
-from .figure_text import figures_line
-from .harm_care import by, harm_care, layout_of
+from .figure_text import basis_note, figures_line
+from .harm_care import HarmCare, by, harm_care, layout_of
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _basis(figures: HarmCare) -> str:
+    """`from 8 of 215 results: ` before a headline resting on few of them (figure_text.basis_note)."""
+    note = basis_note(figures)
+    return f"{note}: " if note else ""
 
 
 def failure_text(outcome: Outcome) -> str:
@@ -41,7 +47,8 @@ def failure_text(outcome: Outcome) -> str:
     judge = outcome.details.get("judge")
     if judge:  # an atomic rubric's verdict is its answers per check, an options rubric's its values
         verdict = judge.get("answers") or judge.get("values")
-        lines += [f"judge verdict: {verdict}", f"judge rationale: {judge.get('rationale')}"]
+        lines += [f"judge verdict: {verdict}"] if verdict else []  # never `judge verdict: None`
+        lines += [f"judge rationale: {judge['rationale']}"] if judge.get("rationale") else []
     extraction = outcome.details.get("extraction")
     if extraction:  # the deployed layout: what the marking model read in the plain reply
         fields = json.dumps(extraction.get("fields"), ensure_ascii=False, default=str)
@@ -122,7 +129,7 @@ def model_lines(
     yield (
         f"{model}  (run {tally.run_id if tally.run_id is not None else '-'}{_subset(selection)})  "
         f"layout: {layout_label(layout_of(results))}\n"
-        f"    {figures_line(figures)}\n"
+        f"    {_basis(figures)}{figures_line(figures)}\n"
         f"    {n_passed} passed, {figures.n_scored - n_passed} failed, {figures.n_errors} errors, "
         f"{figures.n_skipped} skipped{unknown}"
     )
@@ -204,6 +211,14 @@ class SessionSummary:
     notes: Any = None
 
 
+#: What a newcomer runs after a first run: printed after "results stored in", from the same folder.
+NEXT_STEPS = (
+    "next: helmbench report                          # this run as one HTML page",
+    "      helmbench serve                           # browse every reply; start a clinician review",
+    "      pytest --helmbench-model=openrouter/<id>  # a real model (OPENROUTER_API_KEY; docs/tutorial)",
+)
+
+
 def summary_lines(summary: SessionSummary) -> Iterable[str]:
     """The terminal summary's lines."""
     tallies, notes, max_cost = summary.tallies, summary.notes, summary.max_cost
@@ -248,3 +263,4 @@ def summary_lines(summary: SessionSummary) -> Iterable[str]:
         yield f"RESULTS NOT RECORDED: {summary.storage_error}"
     elif tallies:
         yield f"results stored in {summary.db}"
+        yield from NEXT_STEPS

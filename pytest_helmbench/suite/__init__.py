@@ -15,7 +15,9 @@
 - loader.py: BenchmarkLoader, per scenario, caching what scenarios share, link and uniqueness checks
 - cases.py, sampling.py, prompt.py: the cases a scenario expands to, sampling them, the composed
   messages in the seed or deployed layout; conversation.py: a perturbation that is a scripted
-  conversation (`conversation: true`) or a simulated one (`simulate:`, a persona)
+  conversation (`conversation: true`) or a simulated one (`simulate:`, a persona); attack.py: an
+  attacker's `goal`, `strategy` and `stop_when` (a simulated user with a goal); attack_check.py: its
+  `stop_when` as the one-check rubric the marking model answers after each reply
 - references.py: a scenario's references.yml (reference answers, gold verdicts, locale replies) and
   `check_gold`; reference_fit.py: whether the references fit the scenario; gold.py: gold verdicts;
   calibration.py: the calibration set (calibration/*.yml) and its label_set_hash

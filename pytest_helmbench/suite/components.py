@@ -58,7 +58,9 @@ def make_component(kind: Kind, raw: RawComponent, path: Path) -> Component:
     title = raw.title or str(raw.meta.get("title", ""))
     dialogue = None
     if kind is PERTURBATION:
-        dialogue = read_dialogue(raw.meta, raw.body, path, raw.body_line, raw.code)
+        dialogue = read_dialogue(
+            raw.meta, raw.body, path, raw.body_line, raw.code, raw.key_lines.get("simulate")
+        )
     text = dialogue.seed_text if dialogue is not None else _text(kind, raw, path)
     check_keys(raw.meta, KEYS_BY_KIND[kind.name], path, raw.key_lines, f"{raw.code}: ")
     meta_hashed = {k: v for k, v in raw.meta.items() if k != "title"}

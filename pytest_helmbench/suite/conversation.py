@@ -11,11 +11,12 @@ load; every problem is a BenchmarkError naming the file and line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import BenchmarkError
+from .attack import ATTACK_KEYS, Attack, read_attack
 from .markdown import Section, sections, xml_section
 
 USER, ASSISTANT, EXPECT = "User", "Assistant", "Expect"
@@ -33,13 +34,19 @@ class Turn:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Simulation:
-    """A simulated user: the persona the user-agent plays and the most replies of the model under
-    test (the first included)."""
+    """A simulated user: the persona the user-agent plays, the most replies of the model under test
+    (the first included) and, for an attacker, its goal, strategy and stop check (suite/attack.py)."""
 
     persona: str
     turns: int
+    attack: Attack | None = None
+
+    def __repr__(self) -> str:
+        # A plain simulated user reads as before attackers existed: its component hash is unchanged.
+        attack = "" if self.attack is None else f", attack={self.attack!r}"
+        return f"Simulation(persona={self.persona!r}, turns={self.turns!r}{attack})"
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,12 @@ class Dialogue:
         return bool(self.script) or self.simulation is not None or len(self.live) > 1
 
 
-def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, code: str) -> Dialogue | None:
+def read_dialogue(
+    meta: dict[str, Any], body: str, path: Path, body_line: int, code: str, simulate_line: int | None = None
+) -> Dialogue | None:
     """The dialogue of a perturbation with `conversation: true` or `simulate:`; None for any other
-    component (whose text stays exactly as it was composed before conversations existed)."""
+    component (whose text stays exactly as it was composed before conversations existed).
+    `simulate_line`: the line of the `simulate:` key, where its errors point."""
     scripted = meta.get("conversation")
     simulate = meta.get("simulate")
     if scripted is None and simulate is None:
@@ -95,7 +105,11 @@ def read_dialogue(meta: dict[str, Any], body: str, path: Path, body_line: int, c
         return _live(lead, found, path, body_line, code)
     if scripted:
         return _script(lead, found, path, body_line, code)
-    return _simulation(simulate, lead, found, path, body_line, code)
+    dialogue = _simulation(simulate, lead, found, path, body_line, code)
+    attack = read_attack(simulate, path, simulate_line or body_line or None, code)
+    if attack is None or dialogue.simulation is None:
+        return dialogue
+    return replace(dialogue, simulation=replace(dialogue.simulation, attack=attack))
 
 
 def _at(body_line: int, section: Section) -> int | None:
@@ -193,7 +207,7 @@ def _simulation(
     simulate: Any, lead: str, found: list[Section], path: Path, body_line: int, code: str
 ) -> Dialogue:
     turns = simulate.get("turns") if isinstance(simulate, dict) else None
-    unknown = set(simulate) - {"turns"} if isinstance(simulate, dict) else set()
+    unknown = set(simulate) - {"turns", *ATTACK_KEYS} if isinstance(simulate, dict) else set()
     if (
         isinstance(turns, bool)
         or not isinstance(turns, int)
@@ -202,9 +216,11 @@ def _simulation(
     ):
         raise BenchmarkError(
             path,
-            f"{code}: simulate: {simulate!r} is not {{turns: N}} with N from 1 to {MAX_SIMULATED_TURNS}",
+            f"{code}: simulate: {simulate!r} is not {{turns: N}} with N from 1 to {MAX_SIMULATED_TURNS}"
+            + (f" (unknown key(s) {', '.join(sorted(map(str, unknown)))})" if unknown else ""),
             line=body_line or None,
-            fix="write 'simulate: {turns: 6}' (the most replies of the model under test, the first included)",
+            fix="write 'simulate: {turns: 6}' (the most replies of the model under test, the first included)"
+            f"; an attacker adds {', '.join(ATTACK_KEYS)}",
         )
     by_tag: dict[str, Section] = {}
     for section in found:

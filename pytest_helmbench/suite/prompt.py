@@ -50,7 +50,9 @@ class ComposedPrompt:
         edit to them is a change --helmbench-changed runs again)."""
         material = self.text if not self.turns else json.dumps(list(self.turns), ensure_ascii=False)
         if self.simulation is not None:
-            simulated = {"persona": self.simulation.persona, "turns": self.simulation.turns}
+            simulated: dict[str, Any] = {"persona": self.simulation.persona, "turns": self.simulation.turns}
+            if self.simulation.attack is not None:  # an attacker's goal, strategy and stop check
+                simulated["attack"] = repr(self.simulation.attack)
             material += "\0" + json.dumps(simulated, ensure_ascii=False, sort_keys=True)
         if self.live:
             scripted = [[turn.text, turn.expect] for turn in self.live]

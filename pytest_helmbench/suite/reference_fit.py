@@ -61,7 +61,23 @@ def _transcript_problem(
         what = "no perturbation" if perturbation is None else "a single-message perturbation"
         return f"{code} is {what} of the scenario", f"key it by a conversation ({', '.join(conversations)})"
     simulation, replies = perturbation.dialogue.simulation, len(transcript.safe)
-    if simulation is None and (transcript.user or replies != 1):
+    live = len(perturbation.dialogue.live)
+    if live and (transcript.user or replies != live):
+        return (
+            f"{code} is a live script of {live} user turns; its transcript has {replies} answer(s) per side"
+            + (" and user turns" if transcript.user else ""),
+            f"give each side {live} answers, one per user turn, and no 'user' (its turns are in the script)",
+        )
+    attack = simulation.attack if simulation is not None else None
+    stops = attack is not None and attack.stop_when is not None
+    if stops != (transcript.goal_reached is not None):
+        return (
+            f"{code} has {'a' if stops else 'no'} stop_when and its transcript "
+            f"{'lacks' if stops else 'gives'} goal_reached",
+            "give goal_reached: N (the unsafe reply at which the goal is reached) exactly when the "
+            "perturbation's simulate: has a stop_when",
+        )
+    if simulation is None and not live and (transcript.user or replies != 1):
         extra = " and user turns" if transcript.user else ""
         return (
             f"{code} is scripted (one judged reply); its transcript has {replies} answer(s) per side{extra}",

@@ -40,7 +40,7 @@ BORDERLINE_SAFE, BORDERLINE_UNSAFE = "borderline_safe", "borderline_unsafe"
 SAFE_KINDS = frozenset({"safe", BORDERLINE_SAFE})  # the sides whose answer passes every check
 _TOP_KEYS = ("safe", "unsafe", BORDERLINE_SAFE, BORDERLINE_UNSAFE, "transcripts")
 _SIDE_KEYS = ("answer", "locales", "perturbations", "verdict", "verdicts", "note")
-_TRANSCRIPT_KEYS = ("user", "safe", "unsafe")
+_TRANSCRIPT_KEYS = ("user", "safe", "unsafe", "goal_reached")
 _TRANSCRIPT_FIX = (
     'write PT3: {user: ["…"], safe: [{answer: …}, …], unsafe: [{answer: …}, …]} '
     "(see docs/reference/benchmark-files.md)"
@@ -104,6 +104,8 @@ class Transcript:
     user: tuple[str, ...]
     safe: tuple[ReferenceAnswer, ...]
     unsafe: tuple[ReferenceAnswer, ...]
+    # an attacker's: the unsafe side's reply (1: its first) from which the goal is reached (stop_when)
+    goal_reached: int | None = None
 
     @property
     def sides(self) -> tuple[ReferenceAnswer, ...]:
@@ -226,7 +228,17 @@ def _transcript(data: Any, code: str, path: Path) -> Transcript:
             fix="give each side one answer per judged reply: the first message's, then one per later user "
             "turn (an unsafe side may start safe and fail later)",
         )
-    return Transcript(code, tuple(user), safe, unsafe)
+    reached = data.get("goal_reached")
+    if reached is not None and (
+        isinstance(reached, bool) or not isinstance(reached, int) or not 1 <= reached <= len(unsafe)
+    ):
+        raise BenchmarkError(
+            path,
+            f"{where}.goal_reached {reached!r} is not a reply of the unsafe side (1 to {len(unsafe)})",
+            fix="write goal_reached: N, the unsafe reply (counted from 1) at which an attacker's goal is "
+            "reached, or leave it out",
+        )
+    return Transcript(code, tuple(user), safe, unsafe, reached)
 
 
 def _side(data: Any, kind: str, path: Path) -> ReferenceAnswer:

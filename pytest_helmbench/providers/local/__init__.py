@@ -53,7 +53,9 @@ class LocalProvider(Provider):
         from .weights import resolve_weights
 
         for model_id in sorted(set(model_ids) - set(self.urls)):
+            resolving = time.monotonic()
             weights = resolve_weights(model_id, base_dir=context.base_dir)
+            log.info("local weights %s resolved in %.1f s", model_id, time.monotonic() - resolving)
             slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
             log_path = context.base_dir / ".helmbench" / f"{slug}.log"
             server = LocalServer(weights, log_path=log_path, alias=model_id)
@@ -63,8 +65,15 @@ class LocalProvider(Provider):
             started = time.monotonic()
             self.urls[model_id] = server.start()
             address = self.urls[model_id].removeprefix("http://").removesuffix("/v1")
-            say(f"local model {model_id} ready on {address} in {time.monotonic() - started:.1f} s")
-            log.info("local model %s serving at %s (log: %s)", model_id, self.urls[model_id], log_path)
+            took = time.monotonic() - started
+            say(f"local model {model_id} ready on {address} in {took:.1f} s")
+            log.info(
+                "local model %s serving at %s in %.1f s (log: %s)",
+                model_id,
+                self.urls[model_id],
+                took,
+                log_path,
+            )
 
     def client(self, model: ModelConfig, context: ProviderContext) -> ChatClient:
         """A keyless, free client for the model's server. Before `prepare` (a resume plan works out
@@ -127,6 +136,36 @@ def _answers(base_url: str) -> bool:
         return False
 
 
+def call_role(request: ChatRequest) -> str:
+    """Which part of a run asked: a judge (its schema is named `verdict`), the simulated user, or the
+    model under test; for the timings line."""
+    schema = request.response_format or {}
+    name = (schema.get("json_schema") or {}).get("name") if isinstance(schema, dict) else None
+    return {"verdict": "judge", "next_user_turn": "user"}.get(str(name), "model")
+
+
+def log_timings(request: ChatRequest, response: ChatResponse) -> None:
+    """One INFO line per call with llama.cpp's own timings (prompt and generation, tokens and ms), so
+    `bench/first_run.py` can say where a run's time goes (`--log-file` collects it)."""
+    from ..chat import json_or_none
+
+    data = json_or_none(response.raw)
+    timings = data.get("timings") if isinstance(data, dict) else None
+    if not isinstance(timings, dict):
+        return
+    log.info(
+        "local call role=%s prompt_n=%s prompt_ms=%.0f cached_n=%s "
+        "predicted_n=%s predicted_ms=%.0f wall_ms=%.0f",
+        call_role(request),
+        timings.get("prompt_n"),
+        float(timings.get("prompt_ms") or 0.0),
+        timings.get("cache_n"),
+        timings.get("predicted_n"),
+        float(timings.get("predicted_ms") or 0.0),
+        response.latency_ms,
+    )
+
+
 def _local_client_class() -> type[ChatClient]:
     """ChatClient (imported late: httpx) sending `local_request(request)`: bounded rationales."""
     from ..http import ChatClient
@@ -141,12 +180,14 @@ def _local_client_class() -> type[ChatClient]:
         def complete(self, request: ChatRequest) -> ChatResponse:
             self._refuse_if_dead()
             try:
-                return super().complete(local_request(request))
+                response = super().complete(local_request(request))
             except ModelRejected:
                 raise
             except CallError:
                 self._refuse_if_dead(probe=True)
                 raise
+            log_timings(request, response)
+            return response
 
         def _refuse_if_dead(self, probe: bool = False) -> None:
             died = self.server.death() if self.server is not None else None
