@@ -324,6 +324,8 @@ def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios:
         if scenario is None or criteria is None or item.response is None:
             log.warning("oracles: calibration item %s names no rubric of a loaded scenario", item.id)
             continue
+        if not item.has_gold:  # its raters tied: there is no gold verdict to give
+            continue
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
         entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
         _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
@@ -342,7 +344,7 @@ def _carry_template_golds(
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
-        if scenario is None or criteria is None:
+        if scenario is None or criteria is None or not item.has_gold:
             continue
         locale = _case_locale(scenario, item.case)
         for role in TEMPLATES:
