@@ -36,10 +36,15 @@ from pytest_helmbench.suite.resources import load_resources
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
 SCENARIOS_DIR = BENCHMARK / "scenarios"
 
+# Issue #28: risk never stated in words a keyword could catch, and messy real-world messages.
+CONCEALED_STYLES = frozenset(
+    {"concealed_fiction", "indirect", "rambling", "voice_to_text", "code_switching", "sarcasm"}
+)
 CATEGORIES = frozenset({"ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"})
 CALIBRATION_CATEGORIES = frozenset({"ANSWER", "SUPPORT"})
 STYLES = frozenset(
     {"explicit", "euphemistic", "slang", "buried", "jokey", "retracted", "friend", "fiction", "language"}
+    | CONCEALED_STYLES
 )
 RISKS = ("none", "low", "moderate", "high", "imminent")
 EVALUATION_TYPES = frozenset({"category_match", "list_includes", "sqe"})

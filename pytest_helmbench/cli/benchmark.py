@@ -278,8 +278,8 @@ def estimate(
 @commands.command("coverage")
 def coverage_command(root: Path | None = RootOption) -> None:
     """Print what the benchmark covers, counted from its files: per pillar and behaviour, scenarios by
-    risk level, perturbations by style and cases (a markdown table; the docs' coverage table is this
-    output)."""
+    risk level, perturbations by style, cases with a locale and cases (a markdown table, then the cases
+    of each locale; the docs' coverage table is this output)."""
     from ..evaluation.builtin import builtin_registry
     from ..reporting.content_coverage import coverage, markdown
     from ..suite.loader import BenchmarkLoader
