@@ -262,15 +262,19 @@ class RecordedRequest:
 
 @dataclass
 class Rule:
-    """Answers chat requests matching ``contains`` (last user message) and/or ``model``."""
+    """Answers chat requests matching ``contains`` (last user message), ``system`` (the system
+    message) and/or ``model``."""
 
     contains: str | None
     model: str | None
     replies: list[Reply]
     hits: int = 0
+    system: str | None = None
 
-    def matches(self, model: str | None, last_user: str) -> bool:
+    def matches(self, model: str | None, last_user: str, system: str = "") -> bool:
         if self.contains is not None and self.contains not in last_user:
+            return False
+        if self.system is not None and self.system not in system:
             return False
         if self.model is not None and self.model != model:
             return False
@@ -380,6 +384,15 @@ def message_text(content: Any) -> str:
             for part in content
             if isinstance(part, dict) and part.get("type") == "text"
         )
+    return ""
+
+
+def _system_text(body: dict[str, Any] | None) -> str:
+    """Text of the first ``system`` message of a chat body (a ``system=`` rule matches on it)."""
+    messages = (body or {}).get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, dict) and message.get("role") == "system":
+            return message_text(message.get("content"))
     return ""
 
 
@@ -791,13 +804,14 @@ class FakeOpenRouter:
         contains: str | None = None,
         model: str | None = None,
         reply: Reply | list[Reply],
+        system: str | None = None,
     ) -> Rule:
         """Answer matching chat requests with ``reply`` (a list is consumed in order, its last
         element then repeats). First matching rule wins, in insertion order."""
         replies = list(reply) if isinstance(reply, (list, tuple)) else [reply]
         if not replies:
             raise ValueError("reply list must not be empty")
-        rule = Rule(contains=contains, model=model, replies=replies)
+        rule = Rule(contains=contains, model=model, replies=replies, system=system)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -1037,8 +1051,9 @@ class FakeOpenRouter:
                 return fault
             if self._script:
                 return self._script.popleft()
+            system = _system_text(record.body)
             for rule in self._rules:
-                if rule.matches(model, last_user):
+                if rule.matches(model, last_user, system):
                     return rule.next_reply()
             default = self.default_answer
         if default is None:

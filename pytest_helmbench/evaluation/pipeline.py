@@ -102,6 +102,9 @@ class CheckVerdict:
             "reason": self.reason,
             "judges": judges,
         }
+        tiers = _tiers(panel)
+        if tiers:  # each atomic item's tier as it was scored (red, yellow, or null: an untiered care check)
+            found["tiers"] = tiers
         if panel is not None and panel.votes:  # a lone judge's every call; its ruling is their majority
             found["votes"] = [v.to_dict() for v in panel.votes]
         numbers = self.evaluation.details.get("numbers") if self.evaluation is not None else None
@@ -111,6 +114,13 @@ class CheckVerdict:
             found["unknown"] = list(details.get("unknown") or ())
             found["locale"] = details.get("locale")
         return found
+
+
+def _tiers(panel: PanelVerdict | None) -> dict[str, str | None]:
+    """Each check id of the atomic rubric the panel was asked about -> the tier it is scored by."""
+    if panel is None or panel.question is None or not panel.question.criteria.atomic:
+        return {}
+    return {c.id: c.effective_tier for c in panel.question.criteria.checks}
 
 
 @dataclass(frozen=True)
@@ -153,9 +163,7 @@ def evaluate_case(
 ) -> ReplyVerdict:
     """Refusal, JSON, schema, then every check of the scenario; BudgetExhausted propagates (the case is
     skipped), any other failure to complete a check makes that check an error."""
-    checks = scenario.checks or (
-        Check(scenario.evaluation.type, scenario.evaluation, scenario.criteria, "evaluation"),
-    )
+    checks = _checks_of(scenario)
     label = registry.get(checks[0].spec.type)
     ruled = _precheck(scenario, response, label.expected(scenario.evaluation, scenario))
     if isinstance(ruled, Evaluation):
@@ -181,6 +189,44 @@ def evaluate_case(
         )
         outcomes.append(_run_check(evaluator, check, context))
     return _combine(tuple(outcomes), ruled["value"])
+
+
+def _checks_of(scenario: Scenario) -> tuple[Check, ...]:
+    """Every check of the scenario, the label check first (an old scenario's `evaluation:` alone)."""
+    return scenario.checks or (
+        Check(scenario.evaluation.type, scenario.evaluation, scenario.criteria, "evaluation"),
+    )
+
+
+def evaluate_conversation(
+    registry: EvaluatorRegistry,
+    scenario: Scenario,
+    prompt: str,
+    response: ChatResponse,
+    answer: Any,
+    judge: Judge | None,
+) -> tuple[CheckVerdict, ...]:
+    """The `scope: conversation` checks of every atomic rubric of the scenario, each asked once: the
+    judge is shown `prompt` (every message up to the last reply) and the last reply (`response`, read
+    as `answer`) through the check's view, with the rubric's conversation part (evaluation/judge.py
+    tells the judge the checks are about the whole conversation). () when the scenario has none."""
+    found = []
+    for check in _checks_of(scenario):
+        whole = check.criteria.conversation if check.criteria is not None else None
+        if whole is None:
+            continue
+        evaluator = registry.get(check.spec.type)
+        context = EvaluationContext(
+            scenario,
+            check.spec,
+            prompt,
+            response,
+            answer,
+            judge if evaluator.needs_judge else None,
+            criteria=whole,
+        )
+        found.append(_run_check(evaluator, check, context))
+    return tuple(found)
 
 
 def _run_check(evaluator: Evaluator, check: Check, context: EvaluationContext) -> CheckVerdict:

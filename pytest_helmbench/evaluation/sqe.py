@@ -16,9 +16,9 @@ from typing import Any
 
 from ..errors import BenchmarkError
 from ..suite.evaluation_spec import REPLY_FIELD, EvaluationSpec, JudgedView, RawEvaluation
-from ..suite.model import Scenario
+from ..suite.model import Criteria, Scenario
 from .base import Evaluation, EvaluationContext, Evaluator, answer_field
-from .panel import NoVerdict
+from .panel import NoVerdict, PanelVerdict
 
 
 class StructuredQualitative(Evaluator):
@@ -69,10 +69,7 @@ class StructuredQualitative(Evaluator):
         actual = actual[0] if len(actual) == 1 else actual
         word = "passes" if panel.passed else "fails"
         if criteria.atomic:
-            missed = sorted(
-                {c.id for v in panel.answered for c in criteria.checks if not c.satisfied(v.answers[c.id])}
-            )
-            head = f"judge {word}" + (f" (unsatisfied: {', '.join(missed)})" if missed else "")
+            head = f"judge {word}" + _missed(criteria, panel)
         else:
             head = f"judge verdict {actual!r} {word} (pass values {expected})"
         return Evaluation(
@@ -86,6 +83,18 @@ class StructuredQualitative(Evaluator):
 
     def expected(self, spec: EvaluationSpec, scenario: Scenario) -> Any:
         return list(scenario.criteria.pass_values) if scenario.criteria else None
+
+
+def _missed(criteria: Criteria, panel: PanelVerdict) -> str:
+    """` (unsatisfied: a, b; yellow: c)`: the checks some judge found unsatisfied, the yellow ones
+    apart (they lower care and never fail the case); "" when none."""
+    missed = [c for c in criteria.checks if any(not c.satisfied(v.answers[c.id]) for v in panel.answered)]
+    ruled = sorted(c.id for c in missed if c.can_fail_case)
+    yellow = sorted(c.id for c in missed if not c.can_fail_case)
+    parts = ([f"unsatisfied: {', '.join(ruled)}"] if ruled else []) + (
+        [f"yellow: {', '.join(yellow)}"] if yellow else []
+    )
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _fields(spec: RawEvaluation, scenario_path: Path) -> tuple[str, ...]:

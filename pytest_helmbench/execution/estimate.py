@@ -6,9 +6,10 @@ overhead, and a fixed answer size (250 tokens; 150 for a judge's verdict), cappe
 Prices come from OpenRouter's /models (per token); a model without a price shows "unknown".
 
 Every judge call is counted: one per judged check (the label check and each `checks:` item whose
-type needs the marking model) per panel judge, for every reply judged; in a critical scenario a lone
-judge's every judged check costs up to --helmbench-critical-votes calls (the votes stop once the
-majority is decided, so the count is an upper bound). A simulated conversation is counted at its
+type needs the marking model) per panel judge, for every reply judged, and one per case for a rubric's
+`scope: conversation` checks; in a critical scenario a lone judge's every judged check costs up to
+--helmbench-critical-votes calls (the votes stop once the majority is decided, so the count is an
+upper bound). A simulated conversation is counted at its
 turn limit (the user agent may end it sooner): each later request carries the earlier replies (~250
 tokens each) and user turns (~60 tokens each), and each later user turn is one call of the user
 model. In the deployed layout each reply also costs one extraction call of the first marking model
@@ -127,6 +128,11 @@ def estimate(
             judged = [*_judged_rubrics(case, registry), *_stop_rubric(case, prompt)]
             for criteria in judged if settings.judges else []:
                 judge_tokens = _judge_tokens(criteria, prompt, answer)
+                _add_judges(est, judge_tokens, settings, critical=case.scenario.critical)
+        for criteria in _judged_rubrics(case, registry) if settings.judges else []:
+            if criteria is not None and criteria.conversation is not None:  # asked once, at the end
+                history = "x" * int((replies - 1) * (completion + USER_TURN_TOKENS) * CHARS_PER_TOKEN)
+                judge_tokens = _judge_tokens(criteria.conversation, prompt, answer) + estimate_tokens(history)
                 _add_judges(est, judge_tokens, settings, critical=case.scenario.critical)
     return list(found.values())
 

@@ -20,7 +20,7 @@ from ..config import Settings
 from ..errors import HelmbenchError
 from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError, nothing_to_extract, reply_alone
-from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
+from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case, evaluate_conversation
 from ..evaluation.registry import EvaluatorRegistry
 from ..providers.base import ModelClient
 from ..providers.chat import (
@@ -42,9 +42,9 @@ from .attack import judged_stop
 from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
-from .sheet import ReplySheet, combined, verdict_sheet
+from .sheet import CheckRecord, ReplySheet, case_sheet, combined, conversation_sheet, verdict_sheet
 from .simulated_user import next_user_turn
-from .turns import JudgedReply, Talk, conversation_verdict
+from .turns import JudgedReply, Talk, conversation_verdict, with_whole
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +236,28 @@ class Executor:
                 return
             self._step(talk, log, "the simulated user's next message")
             if not self._continue(talk, log, helpers):
+                self._judge_whole(talk, log, helpers)
                 return
             request = self.clients.request(model, talk.messages, talk.prompt.response_format)
             key = request_key(endpoint, client.api, request, log.repeat)
             turn_request = ReplyRequest(client, request, key)
+
+    def _judge_whole(self, talk: Talk, log: CaseLog, helpers: Helpers) -> None:
+        """The rubrics' `scope: conversation` checks, asked once the conversation has ended (a single
+        message's case: over its one exchange), about its last reply with every turn before it as the
+        prompt; not asked when no check could read that reply (a refusal, an unusable answer)."""
+        last = talk.turns[-1]
+        if last.graded is None or not last.verdict.checks:
+            return
+        self._step(talk, log, "the whole conversation's checks")
+        talk.whole = evaluate_conversation(
+            self.evaluators,
+            talk.case.scenario,
+            last.prompt,
+            last.graded,
+            last.verdict.answer,
+            helpers.panel(log, self._votes(talk.case)),
+        )
 
     def _step(self, talk: Talk, log: CaseLog, what: str) -> None:
         """Note what the case is doing (execution/activity.py), by turn in a conversation."""
@@ -261,8 +279,10 @@ class Executor:
             verdict, shown = conversation_verdict(talk.turns)
         else:
             verdict, shown = talk.turns[0].verdict, talk.turns[0]
+        verdict = with_whole(verdict, talk.whole)
         ruled = self._ruled(log, verdict, shown)
-        sheet = combined(turn.sheet for turn in talk.turns if turn.sheet is not None)
+        replies = combined(turn.sheet for turn in talk.turns if turn.sheet is not None)
+        sheet = case_sheet(talk.case.scenario, replies, self._whole_sheet(talk))
         if sheet is not None:
             ruled["details"]["sheet"] = sheet.to_dict()
         if after is not None:
@@ -324,7 +344,15 @@ class Executor:
             helpers.panel(log, self._votes(case)),
             CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
-        return JudgedReply(index, response, verdict, extraction, self._sheet(case, verdict))
+        sheet = self._sheet(case, verdict)
+        return JudgedReply(index, response, verdict, extraction, sheet, prompt=conversation, graded=graded)
+
+    def _whole_sheet(self, talk: Talk) -> ReplySheet | None:
+        """The harm and care of the conversation-scope checks (None: none was asked)."""
+        if not talk.whole:
+            return None
+        records = [CheckRecord.from_stored(c.to_dict()) for c in talk.whole]
+        return conversation_sheet(talk.case.scenario, records, self.info.scenario_weight(talk.case.scenario))
 
     def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
         """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""

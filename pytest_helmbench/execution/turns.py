@@ -10,11 +10,11 @@ drift figures read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..evaluation.extraction import Extraction
-from ..evaluation.pipeline import ReplyVerdict
+from ..evaluation.pipeline import CheckVerdict, ReplyVerdict
 from ..providers.chat import ChatResponse
 from ..status import Status
 from ..suite.cases import Case
@@ -33,6 +33,8 @@ class JudgedReply:
     extraction: Extraction | None = None
     sheet: ReplySheet | None = None  # harm and care (scoring version 3, sheet.py)
     stop: dict[str, Any] | None = None  # an attacker's stop check on this reply (execution/attack.py)
+    prompt: str = ""  # what its judges were shown as the prompt (every message before the reply)
+    graded: ChatResponse | None = None  # what they graded (the reply, or its extraction)
 
     def to_dict(self) -> dict[str, Any]:
         found = {
@@ -97,6 +99,31 @@ def conversation_verdict(turns: list[JudgedReply]) -> tuple[ReplyVerdict, Judged
     return verdict, shown
 
 
+def with_whole(verdict: ReplyVerdict, whole: tuple[CheckVerdict, ...]) -> ReplyVerdict:
+    """The case's verdict with its `scope: conversation` checks (asked once, over the whole transcript):
+    it fails when one of them failed, errs when none failed and one could not be completed while the
+    replies passed. They are stored apart (`conversation_checks`) and named apart in the reason."""
+    if not whole:
+        return verdict
+    failed = [c for c in whole if c.status is Status.FAILED]
+    errors = [c for c in whole if c.status is Status.ERROR]
+    status = verdict.status
+    if failed:
+        status = Status.FAILED
+    elif errors and status is Status.PASSED:
+        status = Status.ERROR
+    shown = failed or (errors if status is Status.ERROR else [])
+    said = "; ".join(f"[{c.name}] {c.reason}" for c in shown)
+    if not shown:
+        reason = verdict.reason
+    elif verdict.status is status:
+        reason = f"{verdict.reason}; whole conversation: {said}"
+    else:
+        reason = f"whole conversation: {said}"
+    details = {**verdict.details, "conversation_checks": [c.to_dict() for c in whole]}
+    return replace(verdict, status=status, reason=reason, details=details)
+
+
 @dataclass
 class Talk:
     """A conversation in progress: the case, its composed prompt, every message so far (replies
@@ -107,6 +134,7 @@ class Talk:
     messages: list[dict[str, str]]
     user_texts: list[str]
     turns: list[JudgedReply] = field(default_factory=list)
+    whole: tuple[CheckVerdict, ...] = ()  # the `scope: conversation` checks, asked once at the end
 
     @property
     def user_count(self) -> int:

@@ -349,10 +349,18 @@ def judge_answer(index: OracleIndex, request: ChatRequest, noise: float = 0.0) -
             + ", ".join(e.origin for e in entries)
         )
     entry = entries[0]
-    try:
-        check_gold(entry.gold, rubric.criteria, entry.source, entry.origin)
-    except BenchmarkError as exc:
-        raise CallError(f"{PREFIX}judge: {exc.message} ({exc.path}); fix: {exc.fix}") from None
+    if rubric.criteria.scope == "conversation":  # its gold sits with the last reply it covers
+        missing = [c.id for c in rubric.criteria.checks if c.id not in entry.gold]
+        if missing:
+            raise CallError(
+                f"{PREFIX}judge: no gold verdict for the whole conversation on {rubric.criteria.name} "
+                f"({', '.join(missing)}): give it with the last reply's verdicts in {entry.origin}"
+            )
+    else:
+        try:
+            check_gold(entry.gold, rubric.criteria, entry.source, entry.origin)
+        except BenchmarkError as exc:
+            raise CallError(f"{PREFIX}judge: {exc.message} ({exc.path}); fix: {exc.fix}") from None
     rationale = f"gold label from {entry.origin}"
     if noise:
         draw = _draw(request, graded.rubric, graded.prompt, graded.answer)

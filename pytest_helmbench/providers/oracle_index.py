@@ -256,7 +256,7 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
     sides = _sides_in_context(scenario, references)
     _add_stop_golds(index, scenario, references, origin)
     for criteria in scenario_rubrics(scenario).values():
-        rubric = _rubric(index, criteria)
+        rubrics = [_rubric(index, part) for part in (criteria, criteria.conversation) if part is not None]
         view = views.get(criteria.name) or JudgedView((REPLY_FIELD,))
         for side, context in sides:
             gold = side.gold(criteria.name)
@@ -264,7 +264,8 @@ def _add_references(index: OracleIndex, scenario: Scenario, references: Referenc
                 continue
             for label, answer in _variants(side):
                 entry = GoldEntry(gold, f"{origin} ({side.kind}{label})", references.path, context)
-                rubric.add(view.text(answer), entry)
+                for rubric in rubrics:  # a conversation part's gold: with the last reply it covers
+                    rubric.add(view.text(answer), entry)
 
 
 def _add_stop_golds(index: OracleIndex, scenario: Scenario, references: References, origin: str) -> None:

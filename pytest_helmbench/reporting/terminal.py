@@ -42,6 +42,10 @@ def failure_text(outcome: Outcome) -> str:
     if judge:  # an atomic rubric's verdict is its answers per check, an options rubric's its values
         verdict = judge.get("answers") or judge.get("values")
         lines += [f"judge verdict: {verdict}", f"judge rationale: {judge.get('rationale')}"]
+    whole = [c for c in outcome.details.get("conversation_checks") or () if isinstance(c, dict)]
+    if whole:  # asked once over the whole transcript, shown apart from the per-reply checks
+        lines.append("whole-conversation checks (asked once, over every turn):")
+        lines += [f"  [{c.get('name')}] {c.get('status')}: {c.get('reason')}" for c in whole]
     extraction = outcome.details.get("extraction")
     if extraction:  # the deployed layout: what the marking model read in the plain reply
         fields = json.dumps(extraction.get("fields"), ensure_ascii=False, default=str)

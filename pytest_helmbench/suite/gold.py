@@ -27,7 +27,9 @@ def check_gold(gold: Mapping[str, Any], criteria: Criteria, path: Path, where: s
     """Raise unless `gold` is a complete verdict of `criteria` (`where` names it in the message)."""
     if criteria.atomic:
         ids = [c.id for c in criteria.checks]
-        missing, extra = [i for i in ids if i not in gold], sorted(set(gold) - set(ids))
+        # A conversation-scope check's gold may sit with the last reply it covers (the oracle judge's).
+        whole = {c.id for c in criteria.conversation.checks} if criteria.conversation else set()
+        missing, extra = [i for i in ids if i not in gold], sorted(set(gold) - set(ids) - whole)
         if missing or extra:
             problem = f"lacks {', '.join(missing)}" if missing else f"has unknown check(s) {', '.join(extra)}"
             raise BenchmarkError(

@@ -133,7 +133,9 @@ def _options_criteria(meta: dict[str, Any], text: str, path: Path) -> Criteria:
 
 
 _ATOMIC_KEYS = {"checks", "rule"}
-_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required", "points"}
+_CHECK_KEYS = {"id", "question", "pass", "not_applicable", "required", "points", "tier", "scope"}
+TIERS = ("red", "yellow")
+SCOPES = ("reply", "conversation")
 #: The points a care check may be worth (`points:`, default 1): scoring version 3's care score.
 POINTS_RANGE = range(1, 11)
 CHECK_ID = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -161,40 +163,82 @@ def _atomic_criteria(meta: dict[str, Any], text: str, path: Path, line_of: LineO
         raise BenchmarkError(
             path, "'checks' must be a non-empty list", fix="see docs/reference/evaluation.md, atomic checks"
         )
-    checks = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
-    ids = [c.id for c in checks]
+    written = tuple(_rubric_check(item, index, path, line_of) for index, item in enumerate(raw, 1))
+    ids = [c.id for c in written]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise BenchmarkError(path, f"duplicate check id(s) {', '.join(duplicates)}", fix="give each a new id")
+    checks = tuple(c for c in written if c.scope == "reply")
+    whole = tuple(c for c in written if c.scope == "conversation")
+    if not checks:
+        raise BenchmarkError(
+            path,
+            "every check has scope: conversation, so nothing is asked of each reply",
+            fix="keep at least one check with scope: reply (the default), or split the rubric",
+        )
     rule = str(meta.get("rule", "all")).strip()
     minimum: int | None = None
     if rule != "all":
+        ruled = sum(1 for c in checks if c.can_fail_case)  # a yellow check is outside the rule
         match = AT_LEAST.match(rule)
-        if not match or not 1 <= int(match.group(1)) <= len(checks):
+        if not match or not 1 <= int(match.group(1)) <= ruled:
             raise BenchmarkError(
                 path,
-                f"rule {rule!r} is not 'all' or 'at_least N' with N from 1 to {len(checks)}",
+                f"rule {rule!r} is not 'all' or 'at_least N' with N from 1 to {ruled}"
+                + (" (yellow checks are outside the rule)" if ruled < len(checks) else ""),
                 fix="write rule: all, or e.g. rule: at_least 3",
             )
         minimum = int(match.group(1))
-    listing = "\n".join(f"- {c.id}: {c.question}" for c in checks)
-    full_text = f"{text}\n\n<checks>\n{listing}\n</checks>"
+    rubric_hash = content_hash([_hashed(c) for c in written], rule, text)
     return Criteria(
         (),
         (),
         "",
         "checks",
-        full_text,
+        _listed(text, checks),
         path,
         # `points` is left out: it changes what a check is worth in the care score, never what the judge
         # is asked or answers, so calibrations and cached verdicts still hold (each reply's score sheet
-        # stores the points it was scored with).
-        content_hash(
-            [(c.id, c.question, c.pass_answer, c.na_passes, c.required) for c in checks], rule, text
-        ),
+        # stores the points it was scored with). A written `tier` is in: it changes which cases fail,
+        # so results under another tier are other results (an untiered check hashes as before tiers).
+        rubric_hash,
         checks,
         minimum,
+        conversation=_conversation_part(text, path, whole, rubric_hash),
     )
+
+
+def _listed(text: str, checks: tuple[RubricCheck, ...]) -> str:
+    """The rubric as the judge reads it: its body, then its questions as a `<checks>` list."""
+    listing = "\n".join(f"- {c.id}: {c.question}" for c in checks)
+    return f"{text}\n\n<checks>\n{listing}\n</checks>"
+
+
+def _conversation_part(
+    text: str, path: Path, whole: tuple[RubricCheck, ...], rubric_hash: str
+) -> Criteria | None:
+    """The `scope: conversation` checks as a rubric of their own (rule all), asked once per case."""
+    if not whole:
+        return None
+    return Criteria(
+        (),
+        (),
+        "",
+        "checks",
+        _listed(text, whole),
+        path,
+        content_hash(rubric_hash, "conversation"),
+        whole,
+        scope="conversation",
+    )
+
+
+def _hashed(check: RubricCheck) -> tuple[Any, ...]:
+    """What of a check is its rubric's identity: the written tier only when written, so a rubric
+    without tiers keeps the hash it had before them."""
+    found: tuple[Any, ...] = (check.id, check.question, check.pass_answer, check.na_passes, check.required)
+    found += (check.tier,) if check.tier is not None else ()
+    return found + (("scope", check.scope),) if check.scope != "reply" else found
 
 
 def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricCheck:
@@ -253,7 +297,43 @@ def _rubric_check(item: Any, index: int, path: Path, line_of: LineOf) -> RubricC
             path, f"check {check_id}: required must be true or false", fix="write required: false"
         )
     points = _points(item, check_id, path, line_of(("checks", index - 1, "points")))
-    return RubricCheck(check_id, " ".join(question.split()), answer, na == "pass", required, points)
+    tier = _tier(item, check_id, path, line_of(("checks", index - 1, "tier")))
+    scope = item.get("scope", "reply")
+    if scope not in SCOPES:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: scope {scope!r} must be reply or conversation",
+            line=line_of(("checks", index - 1, "scope")),
+            fix="write scope: conversation (asked once, over the whole transcript), or leave it out for "
+            "scope: reply (asked of every reply)",
+        )
+    return RubricCheck(
+        check_id, " ".join(question.split()), answer, na == "pass", required, points, tier, str(scope)
+    )
+
+
+def _tier(item: dict[str, Any], check_id: str, path: Path, line: int | None) -> str | None:
+    """`tier:` red or yellow, or None when not written; bad values name the file and line."""
+    if "tier" not in item:
+        return None
+    tier = item["tier"]
+    if tier not in TIERS:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: tier {tier!r} must be red or yellow",
+            line=line,
+            fix="write tier: red (a failure is a harm and fails the case) or tier: yellow (a failure "
+            "lowers care and does not fail the case), or leave it out",
+        )
+    if tier == "red" and item.get("required", True) is False:
+        raise BenchmarkError(
+            path,
+            f"check {check_id}: a red check always fails the case when it fails, so it cannot be "
+            "required: false",
+            line=line,
+            fix="drop required: false, or write tier: yellow (a failure then only lowers care)",
+        )
+    return str(tier)
 
 
 def _points(item: dict[str, Any], check_id: str, path: Path, line: int | None) -> int:

@@ -114,6 +114,7 @@ def criteria_of(rubric: dict[str, Any]) -> Criteria:
             c.get("pass", "yes"),
             c.get("na_passes", True),
             c.get("required", True),
+            tier=c.get("tier") if c.get("tier") in ("red", "yellow") else None,
         )
         for c in rubric.get("checks", ())
     )

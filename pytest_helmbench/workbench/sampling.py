@@ -106,6 +106,7 @@ def rubric_snapshot(criteria: Criteria, scenario: str) -> dict[str, Any]:
                 "pass": c.pass_answer,
                 "na_passes": c.na_passes,
                 "required": c.required,
+                "tier": c.tier,
             }
             for c in criteria.checks
         ],
