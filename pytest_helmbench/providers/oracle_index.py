@@ -326,7 +326,14 @@ def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios:
             continue
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
         entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
-        _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+        for part in _parts(criteria):  # a conversation part's gold: with the reply, as in references
+            _rubric(index, part).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+
+
+def _parts(criteria: Criteria) -> list[Criteria]:
+    """A rubric and, when it has checks asked once over the whole conversation, that part too: a gold
+    verdict given with a reply answers both (the conversation part when that reply is the last)."""
+    return [part for part in (criteria, criteria.conversation) if part is not None]
 
 
 def _carry_template_golds(
@@ -351,16 +358,16 @@ def _carry_template_golds(
     for (code, name, role, localised), (item, criteria) in found.items():
         scenario = scenarios[code]
         view = rubric_views(scenario).get(name) or JudgedView((REPLY_FIELD,))
-        rubric = _rubric(index, criteria)
         for locale in (None, *resources.codes()):
             if (locale is not None) != localised and (code, name, role, locale is not None) in found:
                 continue  # the other kind of locale has an item of its own
             reply = template_reply(role, resources, locale)
             graded = view.text({**item.answer, REPLY_FIELD: reply}) if item.answer is not None else reply
-            if graded_key(graded) in rubric.replies:
-                continue  # a verdict given for this very text stands
             origin = f"{item.source.parent.name}/{item.source.name} item {item.id} (its reply in {locale})"
-            rubric.add(graded, GoldEntry(item.gold, origin, item.source, _item_context(scenario, item)))
+            entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
+            for rubric in (_rubric(index, part) for part in _parts(criteria)):
+                if graded_key(graded) not in rubric.replies:  # a verdict given for this very text stands
+                    rubric.add(graded, entry)
 
 
 def _case_locale(scenario: Scenario, code: str) -> str | None:
