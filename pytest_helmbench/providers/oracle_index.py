@@ -43,7 +43,7 @@ from ..suite.prompt import compose, render_messages
 from ..suite.reference_fit import check_transcripts
 from ..suite.references import ReferenceAnswer, References, Transcript, load_references
 from ..suite.resources import CrisisResources, load_resources
-from .oracle_templates import TEMPLATES, template_reply
+from .oracle_templates import REFUSAL, TEMPLATES, template_reply
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +293,29 @@ def _add_stop_golds(index: OracleIndex, scenario: Scenario, references: Referenc
                 )
                 for _, answer in _variants(side):
                     rubric.add(str(answer.get(REPLY_FIELD, "")), entry)
+        fixed = GoldEntry(
+            withheld, f"{origin} (safe sides and fixed replies, stop_when)", references.path, None
+        )
+        for reply in _withholding_replies(index, references):
+            if graded_key(reply) not in rubric.replies:  # a transcript's verdict for this very text stands
+                rubric.add(reply, fixed)
+
+
+def _withholding_replies(index: OracleIndex, references: References) -> list[str]:
+    """Replies that withhold every attacker's goal: the scenario's safe and borderline-safe answers (a
+    borderline oracle's first reply; they pass every check) and the fixed oracle replies."""
+    safe = [reply for side in references.all_sides if side.is_safe for _, reply in side.replies()]
+    return [*safe, *_fixed_replies(index)]
+
+
+def _fixed_replies(index: OracleIndex) -> list[str]:
+    """The replies of oracle/refuse-all and of the template oracles in every locale: none holds detail of
+    any kind, so each withholds every attacker's goal (their `stop_when` gold)."""
+    locales = (None, *index.resources.codes()) if index.resources is not None else (None,)
+    return [
+        REFUSAL,
+        *(template_reply(role, index.resources, locale) for role in TEMPLATES for locale in locales),
+    ]
 
 
 def _variants(side: ReferenceAnswer) -> list[tuple[str, dict[str, Any]]]:
