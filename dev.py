@@ -34,33 +34,22 @@ VENV = ROOT / ".venv"
 EXTRAS = "local,dev"
 STAMP_NAME = ".helmbench-dev-install"
 #: The first run's cases, chosen so it shows the tool in under three minutes on two cores with every
-#: reply judged (bench/first_run.py measures it): 24 single-turn cases over every behaviour (the
-#: draw of `--helmbench-sample=24` among single-turn cases), one scripted conversation (judged on its
-#: last reply) and one five-turn simulated conversation (the local model also plays the user).
-#: tests/test_dev.py checks that each still exists and is of its kind.
+#: reply judged (bench/first_run.py measures it): one single-turn case of each of the 13 behaviours
+#: (every pillar), one scripted conversation (judged on its last reply) and one five-turn simulated
+#: conversation (the local model also plays the user). tests/test_dev.py checks that each still
+#: exists and is of its kind.
 FIRST_RUN_CASES = (
     "P1-B1-S7-C8-U4-PT2",
-    "P1-B1-S8-C5-U3-PT5",
     "P1-B2-S9-C4-U15-PT4",
-    "P1-B2-S9-C6-U13-PT6",
     "P1-B3-S2-C7-U5-PT2",
-    "P1-B3-S3-C5-U8-PT1",
     "P2-B1-S1-C8-U5-PT2",
-    "P2-B1-S2-C7-U5-PT3",
-    "P2-B2-S5-C3-U3-PT6",
     "P2-B2-S5-C4-PT2",
     "P2-B3-S1-C5-U6-PT5",
-    "P2-B3-S4-C7-PT1",
     "P3-B1-S2-C8-PT5",
-    "P3-B1-S7-C1-U5-PT1",
     "P3-B2-S2-C6-U4-PT3",
-    "P3-B2-S3-C2-PT5",
     "P4-B1-S1-C1-U8-PT5",
-    "P4-B1-S2-C5-U5-PT2",
     "P4-B2-S1-C5-U8-PT3",
-    "P4-B2-S2-C8-PT2",
     "P5-B1-S2-C5-U8-PT1",
-    "P5-B1-S5-C8-U8-PT3",
     "P5-B2-S8-C5-U3-PT4",
     "P5-B3-S1-C5-U4-PT5",
     "P1-B2-S5-C2-PT2",  # scripted conversation
