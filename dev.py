@@ -58,6 +58,7 @@ FIRST_RUN_CASES = (
 BENCH_ARGS = (
     "--helmbench-model=local/smollm2",
     "--helmbench-marking-model=local/smollm2",
+    "--helmbench-critical-votes=1",  # one judge call per reply: three votes of a 135M judge say nothing more
     # a code without a user context selects every context unless it says U0 (the baseline)
     "--helmbench-select=" + ",".join(code if "-U" in code else f"{code}-U0" for code in FIRST_RUN_CASES),
 )
