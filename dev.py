@@ -3,7 +3,7 @@
 
     python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
-    python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): under a minute
+    python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): the edit-test loop
     python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
 
 Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
@@ -63,7 +63,7 @@ BENCH_ARGS = (
     "--helmbench-select=" + ",".join(code if "-U" in code else f"{code}-U0" for code in FIRST_RUN_CASES),
 )
 TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
-#: The edit-test loop's tier (`dev.py test --quick`, under a minute): every test that starts no pytest
+#: The edit-test loop's tier (`dev.py test --quick`; the target is a minute): every test that starts no pytest
 #: session, server, browser or database server (tests/conftest.py marks those `e2e`), takes no seconds
 #: of its own (`slow`), runs no local model and no docs command. CI still runs everything.
 QUICK_MARKERS = "not e2e and not slow and not local_model and not doc_commands"
