@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The newcomer path: every set-up step inside two commands, with nothing but Python >= 3.11.
 
-    python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
+    python3 dev.py bench [pytest args]   # the first run: 15 cases on the embedded local model, all judged
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
     python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): the edit-test loop
     python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 EXTRAS = "local,dev"
 STAMP_NAME = ".helmbench-dev-install"
-#: The first run's cases, chosen so it shows the tool in under three minutes on two cores with every
-#: reply judged (bench/first_run.py measures it): one single-turn case of each of the 13 behaviours
-#: (every pillar), one scripted conversation (judged on its last reply) and one five-turn simulated
-#: conversation (the local model also plays the user). tests/test_dev.py checks that each still
-#: exists and is of its kind.
+#: The first run's cases, chosen to show the tool quickly on two cores with every reply judged (the
+#: target is three minutes; bench/first_run.py measures it, docs/explanation/performance.md has the
+#: figure): one single-turn case of each of the 13 behaviours (every pillar), one scripted
+#: conversation (judged on its last reply) and one five-turn simulated conversation (the local model
+#: also plays the user). tests/test_dev.py checks that each still exists and is of its kind.
 FIRST_RUN_CASES = (
     "P1-B1-S7-C8-U4-PT2",
     "P1-B2-S9-C4-U15-PT4",
