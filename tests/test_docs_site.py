@@ -369,7 +369,7 @@ def test_every_migration_is_listed():
 
 README = REPO / "README.md"
 TWO_COMMANDS = """```bash
-python3 dev.py bench   # the benchmark (a sample) on the embedded local model
+python3 dev.py bench   # the first run: 15 cases on the embedded local model, every reply judged
 python3 dev.py test    # lint, format check and the project's test suite (what CI runs)
 ```"""
 
