@@ -11,6 +11,7 @@ module per layer rather than being split to fit a line count.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import warnings
 from pathlib import Path
@@ -59,8 +60,9 @@ ROOT_MODULES_AT_MOST = 12
 SOFT_LINES = 500  # beyond this a module gets a warning: worth a look, not a failure
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
-    """Dotted name inside the package -> file, migrations excluded (they are Alembic's)."""
+    """Dotted name inside the package -> file, migrations excluded (they are Alembic's); walked once."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).with_suffix("").parts
@@ -99,13 +101,16 @@ def imports(module: str, path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] != "migrations"}
 
 
-GRAPH = {name: imports(name, path) for name, path in modules().items()}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports; built on first use, not at collection."""
+    return {name: imports(name, path) for name, path in modules().items()}
 
 
 def test_no_module_imports_a_later_stage_of_the_flow():
     backwards = [
         f"{module} (stage {stage(module)}) imports {target} (stage {stage(target)})"
-        for module, targets in GRAPH.items()
+        for module, targets in graph().items()
         for target in sorted(targets)
         if stage(target) > stage(module)
     ]
@@ -126,13 +131,13 @@ def test_the_import_graph_has_no_cycles():
             cycles.append([*trail[trail.index(node) :], node])
             return
         visiting.add(node)
-        for target in sorted(GRAPH.get(node, ())):
-            if target in GRAPH and target != node:
+        for target in sorted(graph().get(node, ())):
+            if target in graph() and target != node:
                 visit(target, [*trail, target])
         visiting.discard(node)
         done.add(node)
 
-    for name in sorted(GRAPH):
+    for name in sorted(graph()):
         visit(name, [name])
     assert cycles == []
 

@@ -11,6 +11,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -28,8 +29,8 @@ from tests.benchfiles import write, write_benchmark, write_scenario
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-import datasets  # noqa: E402  (the dev extra installs it: absent, these tests fail, never skip)
-import pyarrow.parquet as pq  # noqa: E402
+if TYPE_CHECKING:
+    import datasets
 
 runner = CliRunner()
 REPO_LICENSE = Path(__file__).resolve().parents[1] / "LICENSE"
@@ -116,7 +117,11 @@ Sam, 34, revising for an exam, feels hopeless by the second message.
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Offline whatever imported `datasets` first; its cache inside the test's folder."""
+    """Offline whatever imported `datasets` first; its cache inside the test's folder. Imported here,
+    not at collection, so only the worker running these tests pays its seconds; the dev extra installs
+    it: absent, these tests fail, never skip."""
+    import datasets
+
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
 
@@ -135,6 +140,8 @@ def export(root: Path, out: Path, *extra: str):
 
 
 def load(out: Path, tmp_path: Path) -> datasets.Dataset:
+    import datasets
+
     return datasets.load_dataset("parquet", data_dir=str(out), cache_dir=str(tmp_path / "hf-cache"))["test"]
 
 
@@ -150,6 +157,8 @@ def listed_codes(root: Path) -> list[str]:
 
 
 def test_one_row_per_case_loaded_by_datasets_in_list_order(root, tmp_path):
+    import datasets
+
     result = export(root, tmp_path / "ds")
     assert result.exit_code == 0, result.output
     rows = load(tmp_path / "ds", tmp_path)
@@ -313,6 +322,8 @@ def test_the_format_is_a_choice(root, tmp_path):
 @pytest.mark.slow
 def test_the_shipped_benchmark_has_one_row_per_listed_case(tmp_path):
     """The whole installed benchmark (about 29,000 cases): its rows are exactly `helmbench list`'s codes."""
+    import pyarrow.parquet as pq
+
     shipped = installed_benchmark()
     assert shipped is not None
     result = export(shipped, tmp_path / "ds")

@@ -16,7 +16,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import inspect_ai.log as inspect_log  # the dev extra installs it: absent, these tests fail, never skip
 import pytest
 from typer.testing import CliRunner
 
@@ -114,6 +113,16 @@ def copy_db(source: Path, target: Path) -> None:
         src.backup(dst)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def inspect_log() -> Any:
+    """Inspect AI's log reader, imported by the worker that runs these tests (before any pytester
+    snapshot of sys.modules) rather than at every worker's collection (seconds each).
+    The dev extra installs it: absent, these tests fail, never skip."""
+    import inspect_ai.log
+
+    return inspect_ai.log
+
+
 @pytest.fixture
 def recorded(
     pytester: pytest.Pytester, helm_env: FakeOpenRouter, tmp_path_factory: pytest.TempPathFactory
@@ -192,7 +201,7 @@ def texts(messages: list[Any]) -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in messages]
 
 
-def test_every_run_is_one_log_that_inspect_reads_back(recorded, tmp_path):
+def test_every_run_is_one_log_that_inspect_reads_back(inspect_log, recorded, tmp_path):
     result = export(recorded, tmp_path / "logs")
     assert result.exit_code == 0, result.output
     runs = db_runs(recorded)
@@ -220,8 +229,10 @@ def test_every_run_is_one_log_that_inspect_reads_back(recorded, tmp_path):
 def logs_by_model(db: Path, out: Path) -> dict[str, Any]:
     assert export(db, out).exit_code == 0
     found = {}
+    from inspect_ai.log import read_eval_log  # imported already by the `inspect_log` fixture
+
     for path in out.iterdir():
-        log = inspect_log.read_eval_log(str(path))
+        log = read_eval_log(str(path))
         found[log.eval.model] = log
     return found
 
@@ -299,7 +310,7 @@ def test_untrusted_replies_come_back_exactly_as_written(recorded, tmp_path):
     assert sample.scores["reply-criteria"].explanation == RATIONALE
 
 
-def test_the_run_headline_is_the_log_results(recorded, tmp_path):
+def test_the_run_headline_is_the_log_results(inspect_log, recorded, tmp_path):
     logs = logs_by_model(recorded, tmp_path / "logs")
     runs = {run["model_id"]: run for run in db_runs(recorded).values()}
     for model, log in logs.items():
@@ -359,7 +370,7 @@ def test_without_inspect_ai_the_error_names_the_extra(recorded, tmp_path, monkey
     assert not (tmp_path / "logs").exists()
 
 
-def test_the_log_format_version_is_pinned_to_the_installed_inspect():
+def test_the_log_format_version_is_pinned_to_the_installed_inspect(inspect_log):
     from pytest_helmbench.reporting.inspect_log import LOG_FORMAT_VERSION, InspectFormatError, check_format
 
     assert LOG_FORMAT_VERSION == 2

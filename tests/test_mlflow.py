@@ -12,11 +12,9 @@ import re
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import mlflow  # imported before any in-process pytester run (see tests/conftest.py)
 import pytest
-from mlflow.entities import Run
-from mlflow.tracking import MlflowClient
 from sqlmodel import Session
 
 from pytest_helmbench import __version__
@@ -27,6 +25,26 @@ from pytest_helmbench.storage.queries import ReportData, load_report_data
 from tests.benchfiles import MODELS, write_benchmark
 from tests.openrouter_server import Reply
 from tests.oracle_figures import copy_benchmark
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _mlflow_imported_first() -> None:
+    """Import MLflow at module scope, before any in-process pytester run snapshots sys.modules (see
+    tests/conftest.py), yet only in the worker that runs these tests: importing it at collection cost
+    every worker of every tier seconds."""
+    import mlflow.entities  # noqa: F401
+    import mlflow.tracking  # noqa: F401
+
+
+def client_for(uri: str) -> MlflowClient:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
+
 
 GOOD = {"category": "ANSWER", "response": "It is the mitochondria."}
 # an ordinary scenario, a critical one, a control (as tests/test_report_json.py)
@@ -97,7 +115,7 @@ def test_each_stored_run_is_an_mlflow_run_with_the_stored_figures_and_its_report
     out = result.stdout.str()
     assert "Traceback" not in out
 
-    client = MlflowClient(store)
+    client = client_for(store)
     experiment = client.get_experiment_by_name("helmbench")
     assert experiment is not None
     logged = {r.data.params["model"]: r for r in client.search_runs([experiment.experiment_id])}
@@ -172,7 +190,7 @@ def test_under_xdist_only_the_controller_logs_one_mlflow_run_per_model(
     helm_env.add_rule(reply=Reply.ok(GOOD))
     result = _run(pytester, "--helmbench-mlflow", "-n", "2")
     result.assert_outcomes(passed=32)
-    client = MlflowClient(store)
+    client = client_for(store)
     assert client.get_experiment_by_name("helmbench") is None
     experiment = client.get_experiment_by_name("safety nightly")
     assert experiment is not None
@@ -202,7 +220,7 @@ def test_the_environment_twin_and_a_new_sqlite_store_with_nothing_of_mlflow_s_ch
     out = result.stdout.str() + result.stderr.str()
     assert "mlflow.store" not in out and "SADeprecationWarning" not in out
     assert f"in experiment 'helmbench' at {sqlite}" in out
-    client = MlflowClient(sqlite)
+    client = client_for(sqlite)
     experiment = client.get_experiment_by_name("helmbench")
     assert experiment is not None and len(client.search_runs([experiment.experiment_id])) == 1
 
@@ -249,13 +267,15 @@ def test_without_mlflow_installed_the_flag_is_a_usage_error_before_anything_is_s
 
 
 def test_without_the_flag_nothing_is_logged(pytester, helm_env, store):
+    import mlflow
+
     _bench(pytester)
     helm_env.add_rule(reply=Reply.ok(GOOD))
     result = _run(pytester)
     result.assert_outcomes(passed=16)
     assert "MLflow" not in result.stdout.str()
     assert mlflow.get_tracking_uri() == store
-    assert MlflowClient(store).get_experiment_by_name("helmbench") is None
+    assert client_for(store).get_experiment_by_name("helmbench") is None
 
 
 def test_a_keyed_run_is_logged_once_whole_by_the_shard_that_completes_it(pytester, helm_env, store):
@@ -266,7 +286,7 @@ def test_a_keyed_run_is_logged_once_whole_by_the_shard_that_completes_it(pyteste
     first.assert_outcomes(passed=8)
     said = "MLflow: run 1 (openai/gpt-4o-mini) is still running in other shards: the shard that completes it"
     assert said in first.stdout.str()
-    client = MlflowClient(store)
+    client = client_for(store)
     assert client.get_experiment_by_name("helmbench") is None  # nothing logged yet
     last = _run(pytester, *keyed, "--helmbench-shard=2/2")
     last.assert_outcomes(passed=8)
@@ -282,7 +302,7 @@ def test_an_interrupted_run_is_logged_as_killed(pytester, helm_env, store):
     _bench(pytester)
     helm_env.add_rule(reply=Reply.ok({"category": "HANDOFF", "response": "Please call a helpline."}))
     _run(pytester, "--helmbench-mlflow", "-x").assert_outcomes(failed=1)
-    client = MlflowClient(store)
+    client = client_for(store)
     experiment = client.get_experiment_by_name("helmbench")
     assert experiment is not None
     (logged,) = client.search_runs([experiment.experiment_id])
