@@ -274,7 +274,7 @@ def template_labels(index: OracleIndex, conversation: str, reply: str) -> list[d
     """A template oracle's reply, extracted: the labels it answers with in the seed layout, found by
     the case whose opening the conversation starts with and the turn it has reached; [] otherwise."""
     head = conversation.split(ASSISTANT_TURN, 1)[0]
-    entries = index.conversations.get(hashlib.sha256(head.encode("utf-8")).hexdigest(), [])
+    entries = index.conversation(head)
     for entry in entries[:1]:
         turn = conversation.count(ASSISTANT_TURN) - entry.scripted_replies
         for role in TEMPLATES:

@@ -169,7 +169,12 @@ def _end(text: str, context: str | None) -> int:
 
 @dataclass
 class OracleIndex:
-    """Every case by prompt hash, every rubric by text; `digest` names this exact content."""
+    """Every case by prompt hash, every rubric by text; `digest` names this exact content.
+
+    A scenario's cases are composed when a prompt that may open one of them is first looked up (found
+    by its scenario text or perturbation words), not at build: a run touches a few scenarios of the
+    tens of thousands of cases a benchmark composes to, and composing them all took most of the build.
+    """
 
     root: Path
     cases: dict[str, list[CaseEntry]] = field(default_factory=dict)
@@ -182,12 +187,74 @@ class OracleIndex:
     # a case's opening messages as a judge or extractor sees them (render_messages) -> the case
     conversations: dict[str, list[CaseEntry]] = field(default_factory=dict)
     digest: str = ""
+    # loaded scenarios whose cases are not composed yet, in folder order, with their references
+    pending: dict[str, tuple[Scenario, References | None]] = field(default_factory=dict)
+    rank: dict[str, int] = field(default_factory=dict)  # scenario code -> folder order
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def case(self, messages: list[dict[str, str]]) -> list[CaseEntry]:
-        return self.cases.get(opening_key(messages), [])
+        key = opening_key(messages)
+        if key not in self.cases:
+            self._compose_for(_first_user_text(messages))
+        return self.cases.get(key, [])
+
+    def conversation(self, head: str) -> list[CaseEntry]:
+        """The cases whose opening, rendered as a judge's prompt shows it, is `head`."""
+        key = hashlib.sha256(head.encode("utf-8")).hexdigest()
+        if key not in self.conversations:
+            self._compose_for(_rendered_user_text(head))
+        return self.conversations.get(key, [])
 
     def rubric(self, text: str) -> RubricGold | None:
         return self.rubrics.get(text)
+
+    def _compose_for(self, opening: str) -> None:
+        """Index the cases of every pending scenario whose prompts can open with `opening` (the first
+        user message); of every pending scenario when none can (an unknown prompt stays unknown)."""
+        with self._lock:
+            if not self.pending:
+                return
+            fits = [
+                code
+                for code, (scenario, _) in self.pending.items()
+                if (scenario.text and opening.startswith(scenario.text))
+                or any(p.words == opening for p in scenario.perturbations)
+            ]
+            for code in fits or list(self.pending):
+                scenario, references = self.pending.pop(code)
+                self._add_cases(scenario, references)
+
+    def _add_cases(self, scenario: Scenario, references: References | None) -> None:
+        """Every case of `scenario` in every layout, by its opening; lists keep the benchmark's folder
+        order whichever scenario was composed first."""
+        touched: list[list[CaseEntry]] = []
+        for case in expand(scenario, [""], LAYOUTS):
+            dialogue = case.perturbation.dialogue
+            scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
+            entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
+            messages = compose(case).messages
+            for found in (
+                self.cases.setdefault(opening_key(messages), []),
+                self.conversations.setdefault(rendered_opening(messages), []),
+            ):
+                found.append(entry)
+                touched.append(found)
+            if dialogue is not None and dialogue.simulation is not None:
+                self.personas.setdefault(dialogue.simulation.persona, entry)
+        for found in touched:
+            found.sort(key=lambda e: self.rank.get(e.scenario.code, 0))  # stable: case order kept
+
+
+def _first_user_text(messages: list[dict[str, str]]) -> str:
+    return next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+
+
+def _rendered_user_text(head: str) -> str:
+    """The first user message of a rendered opening (render_messages: `[role]`, a line break, the
+    content; messages apart by a blank line), which is its last message."""
+    if head.startswith("[user]\n"):
+        return head.removeprefix("[user]\n")
+    return head.rpartition("\n\n[user]\n")[2]
 
 
 def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
@@ -211,15 +278,11 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
             continue
         scenarios[scenario.code] = scenario
         parts.append((scenario.code, scenario.hash, _references_part(references)))
-        for case in expand(scenario, [""], LAYOUTS):
-            dialogue = case.perturbation.dialogue
-            scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
-            entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
-            messages = compose(case).messages
-            index.cases.setdefault(opening_key(messages), []).append(entry)
-            index.conversations.setdefault(rendered_opening(messages), []).append(entry)
-            if dialogue is not None and dialogue.simulation is not None:
-                index.personas.setdefault(dialogue.simulation.persona, entry)
+        index.rank[scenario.code] = len(index.rank)
+        if any(p.dialogue is not None and p.dialogue.simulation is not None for p in scenario.perturbations):
+            index._add_cases(scenario, references)  # now: oracle/user finds a case by its persona alone
+        else:
+            index.pending[scenario.code] = (scenario, references)
         if references is not None:
             _add_references(index, scenario, references)
     try:
@@ -371,12 +434,15 @@ def _carry_template_golds(
     if resources is None:
         return
     found: dict[tuple[str, str, str, bool], tuple[CalibrationItem, Criteria]] = {}
+    locales: dict[str, dict[str, str | None]] = {}
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
         if scenario is None or criteria is None or not item.has_gold:
             continue
-        locale = _case_locale(scenario, item.case)
+        if scenario.code not in locales:
+            locales[scenario.code] = _case_locales(scenario)
+        locale = locales[scenario.code].get(item.case)
         for role in TEMPLATES:
             if item.response == template_reply(role, resources, locale):
                 found[(scenario.code, criteria.name, role, locale is not None)] = (item, criteria)
@@ -395,9 +461,9 @@ def _carry_template_golds(
                     rubric.add(graded, entry)
 
 
-def _case_locale(scenario: Scenario, code: str) -> str | None:
-    case = next((c for c in expand(scenario, [""]) if c.code == code), None)
-    return case.locale if case is not None else None
+def _case_locales(scenario: Scenario) -> dict[str, str | None]:
+    """Each case code of `scenario` -> its user context's locale."""
+    return {case.code: case.locale for case in expand(scenario, [""])}
 
 
 def _item_context(scenario: Scenario, item: CalibrationItem) -> str | None:
