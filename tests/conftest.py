@@ -124,7 +124,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _group_local_model_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests of the real local model share one xdist worker (run with `--dist loadgroup`): two
     llama.cpp servers at once oversubscribe a 2-core machine, and its spinning threads then run
-    tens of times slower (the suite took 35 minutes instead of a few).
+    tens of times slower (the suite took 35 minutes instead of a few). Tests marked
+    `xdist_group(NAME)` share one worker too: they share a costly module-scoped fixture, which
+    each worker would otherwise build.
 
     xdist 3.8 groups by suffixing `item._nodeid`, which pytest 9.2 no longer reads (the node id is
     a structured `_id`), so its `xdist_group` mark is silently ignored there. This hook therefore
@@ -132,9 +134,13 @@ def _group_local_model_tests(config: pytest.Config, items: list[pytest.Item]) ->
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
         return
     local = [item for item in items if item.get_closest_marker("local_model") is not None]
-    for item in local:
-        if "@" not in item.nodeid:
-            _join_xdist_group(item, LOCAL_MODEL_GROUP)
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        name = group.args[0] if group is not None and group.args else None
+        if item.get_closest_marker("local_model") is not None:
+            name = LOCAL_MODEL_GROUP
+        if name is not None and "@" not in item.nodeid:
+            _join_xdist_group(item, name)
     # First in the queue: one worker starts the long local-model group while the other takes the rest.
     items[:] = local + [item for item in items if item.get_closest_marker("local_model") is None]
 

@@ -71,6 +71,12 @@ def modules() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every test that reads it."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def stage(module: str) -> int:
     return STAGES[module.split(".")[0]]
 
@@ -79,7 +85,7 @@ def imports(module: str, path: Path) -> set[str]:
     """Every package-internal module this one imports, at any depth in the file."""
     package = module.split(".")[:-1] if not module.endswith("__init__") else module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 anchor = package[: len(package) - (node.level - 1)]
@@ -161,11 +167,12 @@ def test_large_modules_are_flagged_not_failed():
         )
 
 
+@functools.cache
 def hook_definitions() -> dict[str, list[str]]:
     """Every `def pytest_*` (functions and methods) in the package: hook name -> the modules defining it."""
     found: dict[str, list[str]] = {}
     for name, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree(path)):
             if isinstance(node, ast.FunctionDef) and node.name.startswith("pytest_"):
                 found.setdefault(node.name, []).append(name)
     return found

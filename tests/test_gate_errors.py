@@ -14,7 +14,10 @@ import pytest
 
 from tests import gate_figures
 
-pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+pytestmark = [
+    pytest.mark.e2e,  # starts pytest, servers or processes: out of `dev.py test --quick`
+    pytest.mark.xdist_group("gate_errors"),  # one worker builds the module fixture's two runs
+]
 
 SAMPLE = 150  # critical case codes, x 4 oracles
 SEED = 1  # --helmbench-seed: which calls the noisy judge gets wrong
