@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
@@ -31,7 +31,9 @@ from ..storage.tables import (
     ReviewRating,
     ReviewStudy,
 )
-from .sampling import Drawn
+
+if TYPE_CHECKING:  # sampling reads the benchmark (the loader): `helmbench serve` starts without it
+    from .sampling import Drawn
 
 VERDICTS = ("safe", "unsafe")
 ANSWERS = ("yes", "no", "not_applicable")
