@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
 
 from ..codes import code_sort_key
+from ..storage.records import result_query
 from ..storage.tables import (
     LLM,
     Behaviour,
@@ -96,7 +97,7 @@ def _search(column: Any, text: str, dialect: str) -> Any:
 def _matching(filters: Filters, dialect: str) -> Any:
     """The ids of the Results that match, joined only to the tables a filter names: with no filter on
     them, SQLite answers from an index (ix_result_run_id, ix_result_browse) without reading a row."""
-    query = select(Result.id).select_from(Result)
+    query = select(Result.id, Result.run_id).select_from(Result)
     if filters.get("model"):
         query = query.join(EvaluationRun, EvaluationRun.id == Result.run_id).join(
             LLM, LLM.id == EvaluationRun.llm_id
@@ -136,47 +137,38 @@ def _on_result(query: Any, filters: Filters, dialect: str) -> Any:
     return query
 
 
-def _cases() -> Any:
-    """A page's rows: each Result with its run's model and its content codes."""
-    uc = aliased(UserContext)
-    return (
-        select(
-            Result.id,
-            Result.run_id,
-            LLM.model_id,
-            Result.case_code,
-            Behaviour.full_code,
-            Condition.code,
-            uc.code,
-            func.coalesce(Result.layout, "seed"),
-            Result.status,
-            Scenario.critical,
-        )
-        .select_from(Result)
-        .join(EvaluationRun, EvaluationRun.id == Result.run_id)
-        .join(LLM, LLM.id == EvaluationRun.llm_id)
-        .join(Scenario, Scenario.id == Result.scenario_id)
-        .join(Behaviour, Behaviour.id == Scenario.behaviour_id)
-        .join(Condition, Condition.id == Result.condition_id)
-        .outerjoin(uc, uc.id == Result.user_context_id)
-    )
-
-
 def case_page(session: Session, filters: Filters, page: int) -> tuple[list[CaseRow], int]:
     """One page of cases matching the filters, and how many match.
 
     One pass finds the matching ids (the count is their number; a search reads each reply once, not
-    once to count and again to page), then the page's 50 rows are read by id."""
+    once to count and again to page), then the page's 50 rows are read by id with the storage layer's
+    joined query (storage/records.result_query)."""
     if filters.get("disagreement") == "yes":
         index_flags(session, [int(filters.get("run"))] if filters.get("run").isdigit() else None)
     connection = session.connection()
-    ids = sorted(connection.execute(_matching(filters, connection.dialect.name)).scalars())
+    found = sorted(tuple(row) for row in connection.execute(_matching(filters, connection.dialect.name)))
     start = max(0, page - 1) * PAGE_SIZE
-    shown = ids[start : start + PAGE_SIZE]
+    shown = found[start : start + PAGE_SIZE]
     if not shown:
-        return [], len(ids)
-    rows = connection.execute(_cases().where(col(Result.id).in_(shown)).order_by(Result.id))
-    return [CaseRow(*row) for row in rows], len(ids)
+        return [], len(found)
+    runs = sorted({run_id for _, run_id in shown})
+    query = result_query(runs).where(col(Result.id).in_([result_id for result_id, _ in shown]))
+    return [_case_row(row) for row in connection.execute(query)], len(found)
+
+
+def _case_row(row: Any) -> CaseRow:
+    return CaseRow(
+        row.result_id,
+        row.run_id,
+        row.model,
+        row.case_code,
+        row.behaviour,
+        row.condition,
+        row.user_context,
+        row.layout,
+        row.status,
+        bool(row.critical),
+    )
 
 
 def choices(session: Session) -> dict[str, list[str]]:
