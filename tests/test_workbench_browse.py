@@ -13,7 +13,7 @@ from sqlmodel import Session
 
 from pytest_helmbench.storage.engine import make_engine, upgrade
 from pytest_helmbench.storage.queries import load_runs
-from pytest_helmbench.workbench import browse
+from pytest_helmbench.workbench import browse, server
 from tests.workbench_helpers import judged_run, plant_reply, sql
 
 pytestmark = pytest.mark.e2e  # starts pytest sessions (the oracle run): out of `dev.py test --quick`
@@ -142,3 +142,18 @@ def test_the_runs_page_can_leave_out_the_unpriced_count(judged):
     assert [r.id for r in counted] == [r.id for r in listed]
     assert any(r.unpriced.model_calls for r in counted)
     assert not any(r.unpriced.model_calls for r in listed)
+
+
+def test_on_sqlite_the_servers_connections_read_through_a_memory_map(tmp_path):
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("select 1"))  # a pooled connection made before: closed by the call
+        server.map_sqlite_pages(engine)
+        with engine.connect() as connection:
+            mapped = connection.execute(text("pragma mmap_size")).scalar_one()
+    finally:
+        engine.dispose()
+    assert mapped == server.MMAP_BYTES
