@@ -6,8 +6,13 @@ database of a 30-case run, and a page of 50 cases over 20,000 Results.
    makes has the same shape. `helmbench serve --port 0` is started five times; each time is from the
    process start to the owner's link on its standard output and the first page answered.
 2. The same database grown to 20,000 Results (the run's rows copied with SQL), then the browse page
-   (50 cases) fetched through the running server: page 1, a page in the middle, the last page, a
-   model and verdict filter, and a search over the replies; the median of 10 fetches each.
+   (50 cases) fetched through the running server: the runs page, page 1, a page in the middle, the
+   last page, a model and verdict filter, and a search over the replies; the median of 10 fetches
+   each, on `--rounds` fresh servers (best and median of those medians).
+
+Each figure is printed with the best and the median and the load average: the machine these were
+measured on is shared, and a loaded machine slows the wall clock, not the CPU time, which is printed
+beside the start.
 
 Targets (issue #27): start under 2 s; a page of 50 cases over 20,000 Results under 300 ms.
 `--screenshots DIR` also saves the README's screenshots (browse, a rating page, the agreement page)
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -69,8 +75,15 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start(url: str, folder: Path) -> tuple[subprocess.Popen, str, float]:
-    """`helmbench serve --port 0`; the owner's link and the seconds to it and the first page."""
+@dataclass(frozen=True)
+class Start:
+    link_s: float  # process start to the owner's link on standard output
+    page_s: float  # ... and to the first page answered (the runs page, through the link's redirect)
+    cpu_s: float | None  # the server's CPU time by then
+
+
+def start(url: str, folder: Path) -> tuple[subprocess.Popen, str, Start]:
+    """`helmbench serve --port 0`; the owner's link and how long it and the first page took."""
     began = time.perf_counter()
     process = subprocess.Popen(
         [str(BIN / "helmbench"), "serve", "--db", url, "--port", "0"],
@@ -81,8 +94,9 @@ def start(url: str, folder: Path) -> tuple[subprocess.Popen, str, float]:
         text=True,
     )
     link = process.stdout.readline().strip() if process.stdout else ""
+    linked = time.perf_counter() - began
     httpx.get(link, timeout=30, follow_redirects=True).raise_for_status()  # the cookie set, then the runs
-    return process, link, time.perf_counter() - began
+    return process, link, Start(linked, time.perf_counter() - began, cpu_seconds(process.pid))
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -122,6 +136,7 @@ def timed_pages(link: str, model: str) -> dict[str, float]:
     client.get(link)  # the cookie
     last = int(re.search(r"page 1 of (\d+)", client.get("/browse").text).group(1))
     pages = {
+        "runs page": "/",
         "page 1": "/browse",
         "middle page": f"/browse?page={last // 2}",
         "last page": f"/browse?page={last}",
@@ -135,7 +150,7 @@ def timed_pages(link: str, model: str) -> dict[str, float]:
             began = time.perf_counter()
             answer = client.get(path)
             times.append((time.perf_counter() - began) * 1000)
-            assert answer.status_code == 200 and "case(s)" in answer.text
+            assert answer.status_code == 200 and ("case(s)" in answer.text or path == "/")
         found[name] = statistics.median(times)
     client.close()
     return found
@@ -192,9 +207,57 @@ def screenshots(url: str, folder: Path, out: Path) -> None:
         stop(process)
 
 
+def spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
+    shown = [v * scale for v in values]
+    digits = 0 if unit == "ms" else 2
+    return f"best {min(shown):.{digits}f} {unit}, median {statistics.median(shown):.{digits}f} {unit}"
+
+
+def load() -> str:
+    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def measure_starts(url: str, folder: Path, times: int) -> list[Start]:
+    found = []
+    for _ in range(times):
+        process, _, started = start(url, folder)
+        stop(process)
+        found.append(started)
+    return found
+
+
+def report_starts(starts: list[Start]) -> bool:
+    pages = [s.page_s for s in starts]
+    cpu = [s.cpu_s for s in starts if s.cpu_s is not None]
+    print(
+        f"helmbench serve on a 30-case run, {len(starts)} starts ({load()}): "
+        f"owner's link {spread([s.link_s for s in starts])}; first page {spread(pages)}"
+        + (f"; the server's CPU time to it {spread(cpu)}" if cpu else "")
+        + f"; target < {TARGET_START_S:.0f} s"
+    )
+    return statistics.median(pages) < TARGET_START_S
+
+
+def report_pages(url: str, folder: Path, grown: int, rounds: int) -> bool:
+    medians: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        process, link, _ = start(url, folder)
+        try:
+            for page, ms in timed_pages(link, "oracle/borderline-unsafe").items():
+                medians.setdefault(page, []).append(ms)
+        finally:
+            stop(process)
+    print(f"pages over {grown:,} Results, {rounds} server(s) x 10 fetches each ({load()}):")
+    for page, ms in medians.items():
+        print(f"  {page}: {spread(ms, 'ms')} (of each server's median); target < {TARGET_PAGE_MS:.0f} ms")
+    return all(statistics.median(ms) < TARGET_PAGE_MS for ms in medians.values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=20_000)
+    parser.add_argument("--starts", type=int, default=5, help="starts of the server to time")
+    parser.add_argument("--rounds", type=int, default=3, help="servers whose pages are timed")
     parser.add_argument("--screenshots", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="helmbench-bench-workbench-") as name:
@@ -203,38 +266,10 @@ def main() -> int:
         thirty_case_run(folder, url)
         if args.screenshots:
             screenshots(url, folder, args.screenshots)
-        starts, cpus = [], []
-        for _ in range(5):
-            process, _, seconds = start(url, folder)
-            cpus.append(cpu_seconds(process.pid))
-            stop(process)
-            starts.append(seconds)
-        cpu = [c for c in cpus if c is not None]
-        print(
-            f"helmbench serve on a 30-case run: median {statistics.median(starts):.2f} s "
-            f"(max {max(starts):.2f} s) to the owner's link and the first page; "
-            f"target < {TARGET_START_S:.0f} s "
-            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-            + (
-                f"; the server's CPU time to that page: median {statistics.median(cpu):.2f} s)"
-                if cpu
-                else ")"
-            )
-        )
-        grown = grow(url, args.results)
-        process, link, _ = start(url, folder)
-        try:
-            found = timed_pages(link, "oracle/borderline-unsafe")
-        finally:
-            stop(process)
-        for page, ms in found.items():
-            print(
-                f"browse, 50 cases of {grown:,} Results, {page}: median {ms:.0f} ms; "
-                f"target < {TARGET_PAGE_MS:.0f} ms"
-            )
-        met = statistics.median(starts) < TARGET_START_S and max(found.values()) < TARGET_PAGE_MS
-        print("targets met" if met else "a target was missed")
-        return 0 if met else 1
+        started = report_starts(measure_starts(url, folder, args.starts))
+        paged = report_pages(url, folder, grow(url, args.results), args.rounds)
+        print("targets met" if started and paged else "a target was missed")
+        return 0 if started and paged else 1
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BenchmarkError
-from .suite.files import BenchmarkFiles
-from .suite.markdown import load_yaml
 from .trust import KEY_ENV, is_openrouter
 
 API_KINDS = ("openrouter", "openai")
@@ -171,6 +169,9 @@ def _model_entry(entry: Any, path: Path, index: int) -> ModelConfig:
 
 def load_models_file(path: Path) -> ModelsFile:
     """Parse models.yml; a missing file means no default models."""
+    from .suite.files import BenchmarkFiles  # with its YAML parser, only when a models.yml is read: the
+    from .suite.markdown import load_yaml  # `helmbench` commands import this module at start (issue #27)
+
     files = BenchmarkFiles(path.parent)  # a stranger's file: no link out of the root, no FIFO, no alias
     if not files.is_file(path):
         return ModelsFile(None, ())

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from alembic import command
 
-from pytest_helmbench.storage.engine import alembic_config, make_engine, upgrade
+from pytest_helmbench.storage.engine import SCHEMA_HEAD, alembic_config, make_engine, upgrade
 from pytest_helmbench.workbench.sampling import Candidate, draw
 from tests.workbench_helpers import BENCHMARK, LINK, base_of, helmbench, judged_run, on, run_of, server, sql
 
@@ -119,7 +119,7 @@ def test_0010_goes_up_and_down_keeping_every_result(db_url, tmp_path):
     assert not {"reviewstudy", "reviewitem", "reviewer", "reviewrating", "resultflag"} & tables
     assert sql(db_url, "select id, status, case_code from result order by id") == results
     upgrade(db_url)
-    assert sql(db_url, "select version_num from alembic_version") == [("0010",)]
+    assert sql(db_url, "select version_num from alembic_version") == [(SCHEMA_HEAD,)]
     assert sql(db_url, "select count(*) from reviewstudy") == [(0,)]
     assert sql(db_url, "select id, status, case_code from result order by id") == results
 

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # Every migration in migrations/versions, oldest first (a test keeps the two equal). A database stamped
 # with the last one needs no migration, so a run opens it without importing Alembic; one stamped with
 # a revision not listed here was made by a newer HELMBench.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
 SCHEMA_HEAD = REVISIONS[-1]
 # How long to wait for another process creating or migrating the same database.
 SCHEMA_LOCK_SECONDS = 300.0

@@ -206,8 +206,12 @@ def _selected(session: Session, run_ids: Sequence[int] | None) -> list[int]:
 # Loaders
 
 
-def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[RunInfo]:
-    """The selected runs in model order, then run id."""
+def load_runs(
+    session: Session, run_ids: Sequence[int] | None = None, *, unpriced_counts: bool = True
+) -> list[RunInfo]:
+    """The selected runs in model order, then run id. `unpriced_counts=False` leaves out the count of
+    calls stored without a price (`RunInfo.unpriced` stays empty): it reads a column of every Result,
+    which a page listing runs (the workbench's) does not show."""
     ids = _selected(session, run_ids)
     if not ids:
         return []
@@ -216,7 +220,7 @@ def load_runs(session: Session, run_ids: Sequence[int] | None = None) -> list[Ru
         .join(LLM, LLM.id == EvaluationRun.llm_id)
         .where(EvaluationRun.id.in_(ids))
     )
-    unpriced = unpriced_calls(session, ids)
+    unpriced = unpriced_calls(session, ids) if unpriced_counts else {}
     versions = scores_by_version(session, ids)
     runs = [
         RunInfo(

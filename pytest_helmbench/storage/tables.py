@@ -227,6 +227,19 @@ class FleetStop(SQLModel, table=True):
 
 
 class Result(SQLModel, table=True):
+    # The workbench's browse filters and joins, covered (migration 0011): without it, reading `layout`
+    # (after the long text and JSON columns) walked every row's overflow pages on SQLite.
+    __table_args__ = (
+        Index(
+            "ix_result_browse",
+            "run_id",
+            "status",
+            "layout",
+            "scenario_id",
+            "condition_id",
+            "user_context_id",
+        ),
+    )
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="evaluationrun.id", index=True)
     scenario_id: int = Field(foreign_key="scenario.id", index=True)

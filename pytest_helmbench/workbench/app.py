@@ -31,7 +31,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from ..reporting.figure_text import figures_line
-from ..storage.queries import load_runs
+from ..storage.queries import DatasetError, load_runs, resolve_run_ids
 from ..storage.tables import Result, ReviewItem
 from . import browse, store
 from .replies import check_views, conversation, deciding_reply, judged_replies
@@ -140,8 +140,11 @@ def _home(bench: Workbench) -> Handler:
 
         def load() -> dict[str, Any]:
             with bench.session() as session:
-                ids = [r for r in browse.choices(session)["run"]]
-                runs = load_runs(session, [int(r) for r in ids]) if ids else []
+                try:
+                    ids = resolve_run_ids(session, all_runs=True)
+                except DatasetError:  # no run yet
+                    ids = []
+                runs = load_runs(session, ids, unpriced_counts=False) if ids else []
                 return {
                     "runs": [(run, figures_line(run.scores) if run.scores else "not scored") for run in runs],
                     "studies": store.studies(session),

@@ -21,10 +21,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col
 
 from ..errors import HelmbenchError
-from ..storage.tables import Behaviour, Condition, Result, Scenario
+from ..storage.records import result_query
+from ..storage.tables import Result, Scenario
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Criteria
 from ..suite.model import Scenario as LoadedScenario
@@ -129,25 +130,16 @@ class _Scenarios:
 
 
 def _rows(session: Session, run_id: int) -> Iterator[Any]:
+    """The run's scored Results with their codes (the storage layer's joined query), streamed."""
     query = (
-        select(
-            Result.id,
-            Result.status,
+        result_query(
+            [run_id],
             Result.evaluation_details,
             Result.parsed_answer,
             Result.raw_response,
-            Result.layout,
-            Scenario.full_code,
-            Scenario.content_hash,
-            Scenario.critical,
-            Condition.code,
-            Behaviour.full_code,
+            Scenario.content_hash.label("content_hash"),
         )
-        .join(Scenario, Scenario.id == Result.scenario_id)
-        .join(Behaviour, Behaviour.id == Scenario.behaviour_id)
-        .join(Condition, Condition.id == Result.condition_id)
-        .where(Result.run_id == run_id, Result.status.in_(("passed", "failed")))  # type: ignore[union-attr]
-        .order_by(Result.id)
+        .where(col(Result.status).in_(("passed", "failed")))
         .execution_options(yield_per=1000)
     )
     yield from session.connection().execute(query)
@@ -158,27 +150,15 @@ def reviewable(session: Session, run_id: int, loader: BenchmarkLoader) -> Pool:
     pool = Pool()
     scenarios = _Scenarios(loader)
     for row in _rows(session, run_id):
-        (
-            result_id,
-            status,
-            details,
-            answer,
-            raw,
-            layout,
-            code,
-            content_hash,
-            critical,
-            condition,
-            behaviour,
-        ) = row
+        result_id, status, details, code = row.result_id, row.status, row.evaluation_details, row.scenario
         scenario = scenarios.get(code)
-        if scenario is None or scenario.hash != content_hash:
+        if scenario is None or scenario.hash != row.content_hash:
             pool.changed.add(code)
             continue
         rubrics = {
             c.name: c.criteria for c in scenario.checks if c.criteria is not None and c.criteria.atomic
         }
-        replies = judged_replies(details, answer, raw, status)
+        replies = judged_replies(details, row.parsed_answer, row.raw_response, status)
         reply = deciding_reply(
             replies, (details or {}).get("first_failing_turn") if isinstance(details, dict) else None
         )
@@ -196,7 +176,7 @@ def reviewable(session: Session, run_id: int, loader: BenchmarkLoader) -> Pool:
         criteria = rubrics[str(check["name"])]
         pool.rubrics.setdefault(criteria.hash, rubric_snapshot(criteria, code))
         passed = check_passed(check)
-        groups = {"critical"} if critical else set()
+        groups = {"critical"} if row.critical else set()
         if judges_disagree(details):
             groups.add("disagreements")
         if unknown_numbers(details):
@@ -204,9 +184,9 @@ def reviewable(session: Session, run_id: int, loader: BenchmarkLoader) -> Pool:
         traits = {
             "rubric": pool.rubrics[criteria.hash]["name"],
             "verdict": "pass" if passed else "fail" if passed is False else "none",
-            "condition": condition,
-            "layout": layout or "seed",
-            "behaviour": behaviour,
+            "condition": row.condition,
+            "layout": row.layout,  # "seed" when stored before layouts were
+            "behaviour": row.behaviour,
         }
         pool.candidates.append(
             Candidate(

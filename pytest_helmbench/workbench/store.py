@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
@@ -21,9 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from ..errors import HelmbenchError
+from ..storage.queries import RunInfo, load_runs
 from ..storage.tables import (
-    LLM,
-    EvaluationRun,
     ReviewAdjudication,
     ReviewAssignment,
     Reviewer,
@@ -31,7 +30,9 @@ from ..storage.tables import (
     ReviewRating,
     ReviewStudy,
 )
-from .sampling import Drawn
+
+if TYPE_CHECKING:  # sampling reads the benchmark (the loader): `helmbench serve` starts without it
+    from .sampling import Drawn
 
 VERDICTS = ("safe", "unsafe")
 ANSWERS = ("yes", "no", "not_applicable")
@@ -75,16 +76,12 @@ class StudySettings:
     break_minutes: int = 30
 
 
-def run_judge(session: Session, run_id: int) -> tuple[EvaluationRun, str]:
-    """The run and its model id; an unknown run is a ReviewError."""
-    found = session.exec(
-        select(EvaluationRun, LLM.model_id)
-        .join(LLM, LLM.id == EvaluationRun.llm_id)
-        .where(EvaluationRun.id == run_id)
-    ).first()
-    if found is None:
+def run_judge(session: Session, run_id: int) -> RunInfo:
+    """The run as the storage layer reads it (its model, its judges); an unknown run is a ReviewError."""
+    found = load_runs(session, [run_id], unpriced_counts=False)
+    if not found:
         raise ReviewError(f"no run {run_id} in this database")
-    return found
+    return found[0]
 
 
 def create_study(
@@ -92,7 +89,7 @@ def create_study(
 ) -> int:
     """Store the study and its items (in the order raters see them); returns its id."""
     with Session(engine) as session:
-        run, _ = run_judge(session, settings.run_id)
+        run = run_judge(session, settings.run_id)
         study = ReviewStudy(
             run_id=settings.run_id,
             judge=(run.judges or [None])[0],
