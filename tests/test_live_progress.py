@@ -53,9 +53,10 @@ def test_a_slow_prefetched_case_reports_what_it_is_doing_while_others_finish(pyt
 
 
 def test_the_waiting_line_reaches_a_pipe_while_the_slow_case_still_runs(pytester, helm_env, monkeypatch):
-    """On CI or through `| tee`, standard output is a pipe, block-buffered: the line is flushed as it is
-    written, so the log shows it while the slow reply is still awaited. The slow reply goes out only
-    when the line has been read (or after a minute): unflushed, the line would come after it."""
+    """On CI or through `| tee`, standard output is a pipe: the line is written past pytest's capture of
+    fd 1 (which would keep it for the case's report, never shown) and flushed, so the log shows it while
+    the slow reply is still awaited. The slow reply goes out only when the line has been read (or after
+    a minute): a line held back until the case ends would come after it."""
     pytester.makeini("[pytest]\n")
     # The run is a subprocess (a real pipe): its conftest shortens the silence, as monkeypatch does above.
     pytester.makeconftest("import pytest_helmbench.plugin.items as items\n\nitems.SILENCE_SECONDS = 0.3\n")
