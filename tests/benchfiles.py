@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_helmbench.execution.outcome import Outcome
+    from tests.openrouter_server import FakeOpenRouter, RecordedRequest
 
 API_KEY = "sk-test-0123456789-secret"  # the only key the fake server accepts; must never leak
 
@@ -173,3 +177,39 @@ def make_outcomes(root: Path, model: str) -> list[Outcome]:
                 Outcome("passed", "ok", model, case.code, f"id::{case.code}", prompt.text, prompt.hash, prov)
             )
     return made
+
+
+def scenario_project(pytester: pytest.Pytester, perturbations: str, references: str | None = None) -> Path:
+    """A pytester project whose benchmark's one scenario (P1-B1-S1) has these perturbations (and, if
+    given, references.yml); returns the benchmark root (`pytest benchmark` runs it)."""
+    pytester.makeini("[pytest]\n")
+    root = write_benchmark(pytester.path / "benchmark")
+    folder = write_scenario(root, "P1-B1-S1", perturbations=perturbations)
+    if references is not None:
+        write(folder / "references.yml", references)
+    return root
+
+
+def run_benchmark(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """`pytest benchmark` in the pytester project, in file order (no random order, no cache plugin)."""
+    return pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:cacheprovider", *args)
+
+
+def requests_to(server: FakeOpenRouter, model: str) -> list[RecordedRequest]:
+    """The chat requests the fake server received for `model`, in order."""
+    return [r for r in server.chat_requests if r.model == model]
+
+
+def stored_results(pytester: pytest.Pytester) -> list[dict[str, Any]]:
+    """Every Result row of the project's helmbench.db, oldest first, its JSON columns parsed."""
+    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("select * from result order by id").fetchall()
+    found = []
+    for row in rows:
+        item = dict(row)
+        for name in ("messages", "evaluation_details", "parsed_answer"):
+            if isinstance(item[name], str):
+                item[name] = json.loads(item[name])
+        found.append(item)
+    return found

@@ -152,6 +152,7 @@ class Reply:
     metadata: dict[str, Any] | None = None
     include_code: bool = True
     seconds: float = 0.0
+    release: threading.Event | None = None  # with `seconds`: answer as soon as a test sets it
 
     @classmethod
     def ok(
@@ -161,7 +162,8 @@ class Reply:
 
         ``fields``: any other Reply field by name (finish_reason, reasoning, cost, prompt_tokens,
         completion_tokens, fenced, keepalive_lines, model, provider), with the field's default;
-        ``seconds``: answer only after that long (a slow model).
+        ``seconds``: answer only after that long (a slow model), or once ``release`` (a
+        threading.Event) is set, whichever comes first.
         ``cost``: a number, ``None`` (``"cost": null``), ``"missing"`` (no ``cost`` key), or by
         default computed from ``FakeOpenRouter.pricing`` (else 0.00014).
         """
@@ -1077,7 +1079,7 @@ class FakeOpenRouter:
     def _render(self, reply: Reply, body: dict[str, Any], started: float) -> _Response:
         model = reply.model or (body.get("model") if isinstance(body.get("model"), str) else "unknown")
         if reply.kind == "ok" and reply.seconds > 0:  # a slow model: answers after `seconds`
-            self._stop_event.wait(reply.seconds)
+            (reply.release or self._stop_event).wait(reply.seconds)
         if reply.kind == "drop":
             return _Response(0, close="drop")
         if reply.kind == "stall":

@@ -5,8 +5,6 @@ models (oracle/user plays the transcript's escalating turns) and the loopback se
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,15 @@ from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.providers.user_agent_wire import read_user_agent_messages
 from pytest_helmbench.suite.attack import CRESCENDO
 from pytest_helmbench.suite.loader import BenchmarkLoader
-from tests.benchfiles import write, write_benchmark, write_scenario
+from tests.benchfiles import (
+    requests_to,
+    run_benchmark,
+    scenario_project,
+    stored_results,
+    write,
+    write_benchmark,
+    write_scenario,
+)
 from tests.judges import atomic
 from tests.openrouter_server import Reply
 
@@ -76,30 +82,22 @@ transcripts:
 
 @pytest.fixture
 def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    root = write_benchmark(pytester.path / "benchmark")
-    folder = write_scenario(root, "P1-B1-S1", perturbations=ATTACKER)
-    write(folder / "references.yml", REFERENCES)
-    return root
+    return scenario_project(pytester, ATTACKER, REFERENCES)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA", *args)
+    return run_benchmark(pytester, "-rA", *args)
 
 
 def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     """model -> its one Result (status, reason, parsed evaluation details)."""
-    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
-        rows = conn.execute(
-            "select nodeid, status, reason, evaluation_details from result order by id"
-        ).fetchall()
     return {
-        (node.split("[")[1].rstrip("]").split(",")[0] if "[" in node else MODEL): {
-            "status": s,
-            "reason": why,
-            "details": json.loads(d or "{}"),
+        (row["nodeid"].split("[")[1].rstrip("]").split(",")[0] if "[" in row["nodeid"] else MODEL): {
+            "status": row["status"],
+            "reason": row["reason"],
+            "details": row["evaluation_details"] or {},
         }
-        for node, s, why, d in rows
+        for row in stored_results(pytester)
     }
 
 
@@ -199,14 +197,14 @@ def test_the_user_agent_gets_the_goal_and_the_crescendo_block_and_the_judge_stop
     result = run(pytester, "--helmbench-select=C1-U0", f"--helmbench-user-model={AGENT}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*turn 2: goal reached at turn 2 (stop_when: Does the reply give*"])
-    agent = [r.body["messages"] for r in helm_env.chat_requests if r.model == AGENT]
+    agent = [r.body["messages"] for r in requests_to(helm_env, AGENT)]
     assert len(agent) == 1  # one next turn: the goal was reached at the second reply
     system = agent[0][0]["content"]
     assert PERSONA in system and GOAL in system and CRESCENDO in system
     assert read_user_agent_messages(agent[0]).persona == PERSONA
-    sent = [r.body["messages"] for r in helm_env.chat_requests if r.model == MODEL]
+    sent = [r.body["messages"] for r in requests_to(helm_env, MODEL)]
     assert len(sent) == 2 and not any(GOAL in m["content"] or "crescendo" in m["content"] for m in sent[1])
-    judged = [r.body["messages"] for r in helm_env.chat_requests if r.model == JUDGE]
+    judged = [r.body["messages"] for r in requests_to(helm_env, JUDGE)]
     assert len(judged) == 2 and QUESTION in judged[0][0]["content"] and GOAL in judged[0][0]["content"]
     assert '"answer": "r2"' in judged[1][1]["content"]  # the reply the user read, not the JSON answer
     details = results(pytester)[MODEL]["details"]
@@ -230,7 +228,7 @@ def test_a_stop_check_without_a_verdict_is_an_error_never_a_pass(pytester, bench
     (found,) = results(pytester).values()
     assert found["status"] == "error" and "stop_when: judge gave no yes/no/not_applicable" in found["reason"]
     assert [t["turn"] for t in found["details"]["turns"]] == [1]  # the judged reply is kept
-    assert not [r for r in helm_env.chat_requests if r.model == AGENT]  # the conversation went no further
+    assert not requests_to(helm_env, AGENT)  # the conversation went no further
 
 
 # --- against the oracles ----------------------------------------------------------------------------
@@ -251,13 +249,11 @@ def test_the_unsafe_oracle_is_broken_within_the_turn_limit_and_the_safe_one_neve
         "--helmbench-layout=seed,deployed",
     )
     result.assert_outcomes(passed=2, failed=2)
-    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
-        rows = conn.execute(
-            "select nodeid, layout, status, reason, evaluation_details from result"
-        ).fetchall()
+    rows = stored_results(pytester)
     assert len(rows) == 4
-    for nodeid, layout, status, reason, details in rows:
-        found = json.loads(details)
+    for row in rows:
+        nodeid, layout, status, reason = row["nodeid"], row["layout"], row["status"], row["reason"]
+        found = row["evaluation_details"]
         if "oracle/safe" in nodeid:
             assert status == "passed" and found["goal_reached_turn"] is None, (layout, reason)
             assert [t["stop_when"]["reached"] for t in found["turns"]] == [False] * 4

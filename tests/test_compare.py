@@ -14,6 +14,7 @@ from pytest_helmbench.cli import app
 from pytest_helmbench.reporting.compare import (
     CaseVerdict,
     Verdicts,
+    central_95,
     compare,
     load_baseline,
     mcnemar_exact,
@@ -39,6 +40,21 @@ def test_mcnemar_exact_p_values():
     assert mcnemar_exact(5, 0) == pytest.approx(0.0625)  # 2 * (1/2)^5
     assert mcnemar_exact(3, 3) == 1.0
     assert mcnemar_exact(1, 9) == pytest.approx(2 * (1 + 10) / 2**10)
+
+
+def test_the_care_interval_is_the_2_5th_and_97_5th_percentile_of_the_replicates():
+    """Known percentiles: of 0..2000 the 2.5th is 50 and the 97.5th 1950 (order statistics); between
+    order statistics they are interpolated (0.025 of the way from 0 to 1), in any input order; the
+    same interval as the summary's bootstraps (reporting/bootstrap.py)."""
+    from pytest_helmbench.reporting.bootstrap import percentile_interval
+
+    assert central_95([float(v) for v in reversed(range(2001))]) == (50.0, 1950.0)
+    assert central_95([1.0, 0.0]) == pytest.approx((0.025, 0.975))
+    values = [(v * 37 % 101) / 7 for v in range(2000)]
+    assert central_95(values) == pytest.approx(percentile_interval(values))
+    same = [(_case(f"P1-B1-S{n}", True, False), _case(f"P1-B1-S{n}", True, False)) for n in range(1, 6)]
+    found = compare(_verdicts([b for b, _ in same]), _verdicts([a for _, a in same]))
+    assert found.care == (100.0, 100.0, 0.0, 0.0, 0.0)
 
 
 def test_a_paired_comparison_names_what_changed_critical_first():

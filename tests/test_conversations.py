@@ -10,9 +10,7 @@ hold the layout and the whole message list.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,8 +24,10 @@ from pytest_helmbench.providers.user_agent_wire import USER_AGENT_SCHEMA, read_u
 from pytest_helmbench.suite.conversation import read_dialogue
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import to_xml
-from tests.benchfiles import SCENARIO, write_benchmark, write_scenario
-from tests.openrouter_server import FakeOpenRouter, RecordedRequest, Reply
+from tests.benchfiles import SCENARIO, requests_to, scenario_project, write_benchmark, write_scenario
+from tests.benchfiles import run_benchmark as run
+from tests.benchfiles import stored_results as results
+from tests.openrouter_server import Reply
 
 MODEL = "openai/gpt-4o-mini"
 JUDGE = "judge/model"
@@ -88,32 +88,7 @@ C1 = (
 
 @pytest.fixture
 def bench(pytester: pytest.Pytester) -> Path:
-    pytester.makeini("[pytest]\n")
-    root = write_benchmark(pytester.path / "benchmark")
-    write_scenario(root, "P1-B1-S1", perturbations=PERTURBATIONS)
-    return root
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("benchmark", "-p", "no:randomly", "-p", "no:cacheprovider", *args)
-
-
-def requests_to(server: FakeOpenRouter, model: str) -> list[RecordedRequest]:
-    return [r for r in server.chat_requests if r.model == model]
-
-
-def results(pytester: pytest.Pytester) -> list[dict[str, Any]]:
-    with sqlite3.connect(pytester.path / "helmbench.db") as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("select * from result order by id").fetchall()
-    found = []
-    for row in rows:
-        item = dict(row)
-        for name in ("messages", "evaluation_details", "parsed_answer"):
-            if isinstance(item[name], str):
-                item[name] = json.loads(item[name])
-        found.append(item)
-    return found
+    return scenario_project(pytester, PERTURBATIONS)
 
 
 def test_seed_stays_v1_byte_for_byte_and_deployed_sends_a_system_prompt_and_plain_words(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pytest_helmbench.evaluation.judge import judge_schema
@@ -127,3 +128,29 @@ def test_an_atomic_judge_answers_its_checks_alone_on_the_local_model(tmp_path: P
         },
     }
     assert without_check_rationales(answer) == answer  # only a judge's schema
+
+
+def test_the_request_is_bounded_as_its_schema_s_own_bounds_say_in_one_walk() -> None:
+    """local_request walks the schema once (copy, count, bound): the same maxLength as bounds_for fits
+    to max_tokens, at any depth, and the caller's schema is left as it was."""
+    nested = {
+        "type": "object",
+        "properties": {
+            "response": {"type": "string"},
+            "steps": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"rationale": {"type": "string"}}},
+            },
+            "message": {"type": "string", "maxLength": 7},
+        },
+    }
+    wire = {"type": "json_schema", "json_schema": {"name": "answer", "schema": nested}}
+    before = json.dumps(wire)
+    request = ChatRequest(model="local/m", messages=[], response_format=wire, max_tokens=150)
+    sent = local_request(request).response_format["json_schema"]["schema"]["properties"]
+    bounds = bounds_for(nested, 150)
+    assert bounds.reply < REPLY_MAX_CHARS  # 150 tokens are too few for the default bounds
+    assert sent["response"]["maxLength"] == bounds.reply
+    assert sent["steps"]["items"]["properties"]["rationale"]["maxLength"] == bounds.rationale
+    assert sent["message"] == {"type": "string", "maxLength": 7}
+    assert json.dumps(wire) == before

@@ -16,7 +16,7 @@ import typer
 
 from ..errors import HelmbenchError
 from ..reporting.safe_text import for_terminal
-from .results import DbOption, fail, open_existing_db
+from .results import DbOption, db_session, fail
 
 EXIT_REGRESSED = 13
 
@@ -32,16 +32,10 @@ def _verdicts(source: str, db: str | None) -> dict:
 
     if not source.isdigit():
         return load_baseline(Path(source))
-    from sqlmodel import Session
-
     from ..storage.queries import load_case_results
 
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            found = verdicts_of(load_case_results(session, [int(source)]))
-    finally:
-        engine.dispose()
+    with db_session(db) as session:
+        found = verdicts_of(load_case_results(session, [int(source)]))
     if not found:
         raise HelmbenchError(f"no run {source} with results in the database (see `helmbench costs`)")
     return found
@@ -84,17 +78,11 @@ def baseline_save(
     db: str | None = DbOption,
 ) -> None:
     """Write the per-case verdicts of the given run(s) as a baseline file a repository can commit."""
-    from sqlmodel import Session
-
     from ..reporting.compare import save_baseline, verdicts_of
     from ..storage.queries import load_case_results
 
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            found = verdicts_of(load_case_results(session, run_id))
-    finally:
-        engine.dispose()
+    with db_session(db) as session:
+        found = verdicts_of(load_case_results(session, run_id))
     if not found:
         fail(f"no results for run(s) {', '.join(map(str, run_id))} (see `helmbench costs`)")
     try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +22,7 @@ from .defaults import ConfigFileError, find_project
 
 if TYPE_CHECKING:
     import sqlalchemy.engine
+    from sqlmodel import Session
 
     from ..execution.outcome import CaseResult
     from ..reporting.compare import Comparison
@@ -112,6 +115,38 @@ def open_existing_db(db: str | None) -> sqlalchemy.engine.Engine:
         )
 
 
+@contextmanager
+def open_db(
+    db: str | None, errors: tuple[type[Exception], ...] = (), os_error: str | None = None
+) -> Iterator[sqlalchemy.engine.Engine]:
+    """An existing database's engine for one command, disposed of however the command ends.
+
+    One of `errors` raised inside is the command's one-line error (exit 1); so is an OSError when
+    `os_error` says what was being done (`error: <os_error>: <reason>`). Anything else propagates."""
+    engine = open_existing_db(db)
+    try:
+        yield engine
+    except errors as exc:
+        fail(str(exc))
+    except OSError as exc:
+        if os_error is None:
+            raise
+        fail(f"{os_error}: {exc.strerror or exc}")
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def db_session(
+    db: str | None, errors: tuple[type[Exception], ...] = (), os_error: str | None = None
+) -> Iterator[Session]:
+    """A session on an existing database for one command: open_db's errors, closed and disposed of."""
+    from sqlmodel import Session
+
+    with open_db(db, errors, os_error) as engine, Session(engine) as session:
+        yield session
+
+
 COST_COLUMNS = (  # (heading, width) after the run id and the model, whose width is its longest id
     ("status", -11),
     ("pass", 5),
@@ -148,11 +183,9 @@ def costs_lines(found: list[tuple[EvaluationRun, LLM]], unpriced: dict | None = 
     return lines
 
 
-def cost_rows(
-    engine: sqlalchemy.engine.Engine, run_id: int | None, model: str | None
-) -> list[tuple[EvaluationRun, LLM]]:
-    """The runs with their model, oldest first, filtered by id and model id; disposes of the engine."""
-    from sqlmodel import Session, select
+def cost_rows(session: Session, run_id: int | None, model: str | None) -> list[tuple[EvaluationRun, LLM]]:
+    """The runs with their model, oldest first, filtered by id and model id."""
+    from sqlmodel import select
 
     from ..storage.tables import LLM, EvaluationRun
 
@@ -161,11 +194,7 @@ def cost_rows(
         query = query.where(EvaluationRun.id == run_id)
     if model:
         query = query.where(LLM.model_id == model)
-    try:
-        with Session(engine) as session:
-            return list(session.exec(query).all())
-    finally:
-        engine.dispose()
+    return list(session.exec(query).all())
 
 
 def costs(
@@ -177,10 +206,13 @@ def costs(
 
     An unknown --run-id is an error (exit 1): a script asking for one run's cost must not read an
     empty table as "nothing spent"."""
+    from ..storage.coverage import unpriced_calls
     from ..storage.engine import safe_url
 
     url = db or default_db()
-    found = cost_rows(open_existing_db(url), run_id, model)
+    with db_session(url) as session:
+        found = cost_rows(session, run_id, model)
+        unpriced = unpriced_calls(session, [run.id for run, _ in found]) if found else {}
     if run_id is not None and not found:
         fail(f"no run {run_id} in {safe_url(url)}" + (f" of model {model}" if model else ""))
     if not found:
@@ -189,9 +221,7 @@ def costs(
     from ..execution.selection import subset_label
     from ..execution.unpriced import Unpriced
     from ..reporting.cost_text import run_notes, usd
-    from ..storage.coverage import unpriced_by_run
 
-    unpriced = unpriced_by_run(open_existing_db(url), [run.id for run, _ in found])
     for line in costs_lines(found, unpriced):
         typer.echo(for_terminal(line))
     for run, _ in found:
@@ -211,8 +241,6 @@ def cache_prune(
     db: str | None = DbOption,
 ) -> None:
     """Delete response-cache entries (older than an age and/or of one model; neither: all of them)."""
-    from sqlmodel import Session
-
     from ..storage.cache import prune
     from ..storage.engine import safe_url
 
@@ -220,12 +248,8 @@ def cache_prune(
         seconds = parse_ttl(older_than)
     except ValueError:
         fail(f"--older-than: {older_than!r} is not a positive duration like 30d, 12h, 45m or 90s")
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            removed = prune(session, older_than_seconds=seconds, model_id=model)
-    finally:
-        engine.dispose()
+    with db_session(db) as session:
+        removed = prune(session, older_than_seconds=seconds, model_id=model)
     scope = [f"older than {older_than}"] if seconds is not None else []
     scope += [f"of {model}"] if model else []
     typer.echo(
@@ -263,8 +287,6 @@ def report(
     """Write one self-contained HTML page comparing models and runs, or their headline as JSON.
 
     By default the latest run of each model."""
-    from sqlmodel import Session
-
     from ..storage.engine import safe_url
     from ..storage.queries import DatasetError, load_report_data
 
@@ -273,14 +295,8 @@ def report(
         raise typer.BadParameter(
             "the HTML report is a page: give a file with --out FILE", param_hint="'--out'"
         )
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            data = load_report_data(session, run_id or None, source=safe_url(db or default_db()))
-    except DatasetError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    with db_session(db, (DatasetError,)) as session:
+        data = load_report_data(session, run_id or None, source=safe_url(db or default_db()))
     if fmt is ReportFormat.json:
         write_json_report(data, target)
         return
@@ -366,30 +382,21 @@ def export_results(
         return
     import sys
 
-    from sqlmodel import Session
-
     from ..reporting.export import export
     from ..storage.queries import DatasetError, resolve_run_ids
 
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+    with db_session(db, (DatasetError,), os_error=f"cannot write {out}") as session:
+        ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+        try:
             if out == "-":
                 count = export(session, fmt.value, sys.stdout, ids)  # type: ignore[arg-type]
                 sys.stdout.flush()
             else:
                 with open(out, "w", encoding="utf-8", newline="") as handle:
                     count = export(session, fmt.value, handle, ids)  # type: ignore[arg-type]
-    except DatasetError as exc:
-        fail(str(exc))
-    except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(1) from None
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
+        except BrokenPipeError:  # `helmbench export ... | head`: the reader left; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(1) from None
     typer.echo(
         f"exported {count} result row(s) as {fmt.value} to {'standard output' if out == '-' else out}",
         err=True,
@@ -399,8 +406,6 @@ def export_results(
 def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> None:
     """`export --format parquet`: a binary file, never standard output (a usage error, exit 2); without
     pandas or pyarrow a one-line error naming the extra (exit 1, as a missing database driver)."""
-    from sqlmodel import Session
-
     from ..reporting.export import export_parquet, require_parquet
     from ..reporting.frames import MissingExtra
     from ..storage.queries import DatasetError, resolve_run_ids
@@ -411,17 +416,9 @@ def export_parquet_file(out: str, run_id: list[int] | None, db: str | None) -> N
         require_parquet()
     except MissingExtra as exc:
         fail(f"--format parquet: {exc}")
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
-            count = export_parquet(session, out, ids)
-    except DatasetError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
+    with db_session(db, (DatasetError,), os_error=f"cannot write {out}") as session:
+        ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any file is created
+        count = export_parquet(session, out, ids)
     typer.echo(f"exported {count} result row(s) as parquet to {out}", err=True)
 
 
@@ -462,16 +459,10 @@ def baseline_comparisons(path: Path, results: list[CaseResult]) -> list[Comparis
 
 def stored_replies(db: str | None, run_ids: list[int] | None) -> list[StoredReply]:
     """The scored Results of the given runs (every run: None) with their checks' records."""
-    from sqlmodel import Session
-
     from ..storage.queries import load_stored_replies
 
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            return load_stored_replies(session, run_ids)
-    finally:
-        engine.dispose()
+    with db_session(db) as session:
+        return load_stored_replies(session, run_ids)
 
 
 def item_statistics(replies: list[StoredReply], root: Path | None) -> ItemStats | None:
@@ -497,8 +488,6 @@ def item_statistics(replies: list[StoredReply], root: Path | None) -> ItemStats 
 def export_inspect_logs(out: str, run_id: list[int] | None, db: str | None) -> None:
     """`export --format inspect`: one Inspect eval log per run (default: every run) in the folder `out`,
     each file on its own line; without inspect-ai, a one-line error naming the extra (exit 1)."""
-    from sqlmodel import Session
-
     from ..reporting.frames import MissingExtra
     from ..reporting.inspect_log import InspectFormatError, require_inspect, write_logs
     from ..storage.queries import DatasetError, resolve_run_ids
@@ -510,17 +499,9 @@ def export_inspect_logs(out: str, run_id: list[int] | None, db: str | None) -> N
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         fail(f"--out {out} is a file: inspect logs go in a folder (give --out DIR)")
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any folder is made
-            written = write_logs(session, ids, folder)
-    except DatasetError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write in {out}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
+    with db_session(db, (DatasetError,), os_error=f"cannot write in {out}") as session:
+        ids = resolve_run_ids(session, run_id or None, all_runs=True)  # before any folder is made
+        written = write_logs(session, ids, folder)
     for log in written:
         typer.echo(for_terminal(f"{log.path}\trun {log.run_id}\t{log.model}\t{log.samples} samples"))
     typer.echo(f"exported {len(written)} Inspect eval log(s) to {folder}", err=True)

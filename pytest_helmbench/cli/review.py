@@ -16,7 +16,7 @@ import typer
 
 from ..reporting.safe_text import for_terminal
 from .defaults import ConfigFileError, find_project
-from .results import DbOption, default_db, fail, open_existing_db
+from .results import DbOption, db_session, default_db, fail, open_db
 
 DEFAULT_HOST = "127.0.0.1"  # workbench/server.py's (the command line imports no web library)
 DEFAULT_PORT = 8765
@@ -50,7 +50,6 @@ def serve(
     from ..workbench.server import serve as run_server
 
     url = db or default_db()
-    engine = open_existing_db(url)
 
     def say(started: Started) -> None:
         typer.echo(started.owner_link)  # the one line scripts read
@@ -65,12 +64,8 @@ def serve(
                 "(HTTP: not encrypted; put it behind TLS on a shared network)"
             )
 
-    try:
+    with open_db(url, os_error=f"cannot listen on {host}:{port}") as engine:
         run_server(engine, host, port, safe_url(url), say)
-    except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
 
 
 # A typer command: its parameters are its command-line options, one each.
@@ -96,8 +91,7 @@ def create(  # noqa: PLR0913
     from ..workbench.sampling import INCLUDE, STRATA, draw, parse_names, reviewable
     from ..workbench.store import StudySettings, create_study, run_judge
 
-    engine = open_existing_db(db)
-    try:
+    with open_db(db, (HelmbenchError, ConfigFileError)) as engine:
         root = root or find_project().root
         chosen_strata = parse_names(strata, STRATA, "--strata")
         chosen_include = parse_names(include, INCLUDE, "--include")
@@ -113,10 +107,6 @@ def create(  # noqa: PLR0913
         drawn = draw(pool.candidates, size, chosen_strata, chosen_include)
         settings = StudySettings(run_id, size, raters, chosen_strata, chosen_include)
         study_id = create_study(engine, settings, drawn, pool.rubrics)
-    except (HelmbenchError, ConfigFileError) as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
     typer.echo(f"study {study_id}")
     _note(
         f"{len(drawn)} of {len(pool.candidates)} reviewable replies of run {run_id} drawn "
@@ -142,13 +132,8 @@ def raters_add(
     from ..workbench.server import link
     from ..workbench.store import add_reviewer
 
-    engine = open_existing_db(db)
-    try:
+    with open_db(db, (HelmbenchError,)) as engine:
         token = add_reviewer(engine, study, name, "adjudicator" if adjudicator else "rater")
-    except HelmbenchError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
     typer.echo(link(host, port, token))
     _note("this link is the only way in and is not stored: send it to the rater privately")
 
@@ -167,8 +152,7 @@ def figures(
     from ..reporting.calibration_figures import calibration_line
     from ..workbench.figures import labeller, store_calibration, study_figures, study_state
 
-    engine = open_existing_db(db)
-    try:
+    with open_db(db, (HelmbenchError,)) as engine:
         if store:
             calibration_id, found = store_calibration(engine, study)
         else:
@@ -177,10 +161,6 @@ def figures(
                 found = study_figures(study_state(session, study))
         with Session(engine) as session:
             judge = study_state(session, study).study.judge or "none"
-    except HelmbenchError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
     rr = found["rater_rater"]
     kappa = rr["fleiss_kappa"]["value"]
     typer.echo(
@@ -209,31 +189,21 @@ def export(
     db: str | None = DbOption,
 ) -> None:
     """Write a study's ratings: item,rater,label CSV, JSON Lines with every check, or calibration items."""
-    from sqlmodel import Session
-
     from ..errors import HelmbenchError
     from ..workbench import exports
     from ..workbench.store import get_study
 
-    engine = open_existing_db(db)
-    try:
-        with Session(engine) as session:
-            get_study(session, study)
-            if fmt is ExportKind.calibration:
-                _write_calibration(exports.calibration_items(session, study), out, exports.calibration_yaml)
-                return
-            write = exports.write_csv if fmt is ExportKind.csv else exports.write_jsonl
-            if out == "-":
-                count = write(session, study, sys.stdout)
-            else:
-                with open(out, "w", encoding="utf-8", newline="") as handle:
-                    count = write(session, study, handle)
-    except HelmbenchError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    finally:
-        engine.dispose()
+    with db_session(db, (HelmbenchError,), os_error=f"cannot write {out}") as session:
+        get_study(session, study)
+        if fmt is ExportKind.calibration:
+            _write_calibration(exports.calibration_items(session, study), out, exports.calibration_yaml)
+            return
+        write = exports.write_csv if fmt is ExportKind.csv else exports.write_jsonl
+        if out == "-":
+            count = write(session, study, sys.stdout)
+        else:
+            with open(out, "w", encoding="utf-8", newline="") as handle:
+                count = write(session, study, handle)
     where = "standard output" if out == "-" else out
     _note(f"exported {count} row(s) of study {study} as {fmt.value} to {where}")
 

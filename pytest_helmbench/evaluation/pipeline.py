@@ -9,18 +9,19 @@ could be reached); it passes when every check passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..providers.chat import CallError, ChatResponse
 from ..status import Status
-from ..suite.model import Check, Scenario
+from ..suite.model import Check, Criteria, Scenario
 from .answers import AnswerInvalid, parse_json_content, schema_violations
 from .base import Evaluation, EvaluationContext, Evaluator, Judge
 from .judge import JudgeVerdict
 from .panel import NoVerdict, PanelVerdict
 
 if TYPE_CHECKING:
+    from ..suite.evaluation_spec import EvaluationSpec
     from ..suite.resources import CrisisResources
     from .registry import EvaluatorRegistry
 
@@ -64,10 +65,8 @@ def evaluate(
     ruled = _precheck(scenario, response, evaluator.expected(spec, scenario))
     if isinstance(ruled, Evaluation):
         return ruled
-    context = EvaluationContext(
-        scenario, spec, prompt, response, ruled["value"], judge if evaluator.needs_judge else None
-    )
-    return evaluator.evaluate(context)
+    reply = _reply_context(scenario, prompt, response, ruled["value"], judge, CaseFacts())
+    return evaluator.evaluate(_for_check(reply, evaluator, spec, None))
 
 
 @dataclass(frozen=True)
@@ -171,24 +170,44 @@ def evaluate_case(
         return ReplyVerdict(
             status, ruled.reason, ruled.answer, ruled.expected, ruled.actual, (), ruled.details
         )
+    reply = _reply_context(scenario, prompt, response, ruled["value"], judge, facts)
     outcomes = []
     for check in checks:
         evaluator = registry.get(check.spec.type)
-        context = EvaluationContext(
-            scenario,
-            check.spec,
-            prompt,
-            response,
-            ruled["value"],
-            judge if evaluator.needs_judge else None,
-            criteria=check.criteria,
-            locale=facts.locale,
-            resources=facts.resources,
-            language=facts.language,
-            declines_resources=facts.declines_resources,
+        outcomes.append(
+            _run_check(evaluator, check, _for_check(reply, evaluator, check.spec, check.criteria))
         )
-        outcomes.append(_run_check(evaluator, check, context))
     return _combine(tuple(outcomes), ruled["value"])
+
+
+def _reply_context(
+    scenario: Scenario,
+    prompt: str,
+    response: ChatResponse,
+    answer: Any,
+    judge: Judge | None,
+    facts: CaseFacts,
+) -> EvaluationContext:
+    """What every check of one reply may read, built once per reply (`_for_check` narrows it)."""
+    return EvaluationContext(
+        scenario,
+        scenario.evaluation,
+        prompt,
+        response,
+        answer,
+        judge,
+        locale=facts.locale,
+        resources=facts.resources,
+        language=facts.language,
+        declines_resources=facts.declines_resources,
+    )
+
+
+def _for_check(
+    reply: EvaluationContext, evaluator: Evaluator, spec: EvaluationSpec, criteria: Criteria | None
+) -> EvaluationContext:
+    """The reply's context as one check sees it: its settings and rubric, the judge only if it needs one."""
+    return replace(reply, spec=spec, criteria=criteria, judge=reply.judge if evaluator.needs_judge else None)
 
 
 def _checks_of(scenario: Scenario) -> tuple[Check, ...]:
@@ -210,22 +229,14 @@ def evaluate_conversation(
     judge is shown `prompt` (every message up to the last reply) and the last reply (`response`, read
     as `answer`) through the check's view, with the rubric's conversation part (evaluation/judge.py
     tells the judge the checks are about the whole conversation). () when the scenario has none."""
+    reply = _reply_context(scenario, prompt, response, answer, judge, CaseFacts())
     found = []
     for check in _checks_of(scenario):
         whole = check.criteria.conversation if check.criteria is not None else None
         if whole is None:
             continue
         evaluator = registry.get(check.spec.type)
-        context = EvaluationContext(
-            scenario,
-            check.spec,
-            prompt,
-            response,
-            answer,
-            judge if evaluator.needs_judge else None,
-            criteria=whole,
-        )
-        found.append(_run_check(evaluator, check, context))
+        found.append(_run_check(evaluator, check, _for_check(reply, evaluator, check.spec, whole)))
     return tuple(found)
 
 

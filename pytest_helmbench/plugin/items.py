@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -180,14 +181,18 @@ class CaseItem(pytest.Item):
         the case is doing and how many others finished meanwhile (pytest shows cases in collection
         order: a slow conversation would hide the rest)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
         activity = state.executor.activity
         started = time.monotonic()
         while not wait([future], timeout=SILENCE_SECONDS).done:
             if reporter is not None:
                 shown = sum(len(tally.results) for tally in state.tallies.values())
                 line = activity.waiting_line(self.nodeid, self.name, time.monotonic() - started, shown)
-                reporter.write_line(for_terminal(line))
-                reporter.flush()  # a CI log or a pipe is block-buffered: show it now, not at the end
+                # This runs in the case's setup, where pytest captures standard output (fd 1 itself by
+                # default): the line would go to the case's captured output, never the terminal.
+                with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+                    reporter.write_line(for_terminal(line))
+                    reporter.flush()  # a CI log or a pipe is block-buffered: show it now, not at the end
 
     def runtest(self) -> None:
         if self.outcome is not None and self.outcome.status == Status.FAILED:

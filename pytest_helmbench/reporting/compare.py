@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -227,9 +228,15 @@ def _care(pairs: list[tuple[CaseVerdict, CaseVerdict]]) -> tuple[float, float, f
     for _ in range(REPLICATES):
         drawn = [shares[rng.randrange(len(shares))] for _ in shares]
         draws.append(sum(a - b for b, a in drawn) / len(drawn))
-    draws.sort()
-    low, high = draws[int(0.025 * (REPLICATES - 1))], draws[int(0.975 * (REPLICATES - 1))]
+    low, high = central_95(draws)
     return 100 * before, 100 * after, 100 * (after - before), 100 * low, 100 * high
+
+
+def central_95(values: list[float]) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of at least two values (the first and last of 40 quantiles,
+    interpolated between order statistics, as reporting/bootstrap.py's intervals are)."""
+    cuts = statistics.quantiles(values, n=40, method="inclusive")
+    return cuts[0], cuts[-1]
 
 
 def _order(cases: Iterable[CaseVerdict]) -> tuple[CaseVerdict, ...]:

@@ -127,12 +127,3 @@ def unpriced_calls(session: Session, run_ids: Sequence[int]) -> dict[int, Unpric
         for run_id, m, j in session.connection().execute(query)
         if m or j
     }
-
-
-def unpriced_by_run(engine: Any, run_ids: Sequence[int]) -> dict[int, Unpriced]:
-    """`unpriced_calls` on an engine of its own (disposed of here), for `helmbench costs`."""
-    try:
-        with Session(engine) as session:
-            return unpriced_calls(session, run_ids)
-    finally:
-        engine.dispose()

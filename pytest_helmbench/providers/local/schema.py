@@ -12,7 +12,7 @@ support, and the request's cache key (computed before this) is unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...suite.evaluation_spec import REPLY_FIELD
@@ -38,9 +38,42 @@ class Bounds:
     user_turn: int
 
 
+@dataclass
+class _Walked:
+    """What one walk of a schema found: each free-text property to bound (the copy's `properties`
+    mapping and the property's name) and how many properties the answer holds, at any depth."""
+
+    open_fields: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    properties: int = 0
+
+
 def bounds_for(schema: Any, max_tokens: int | None) -> Bounds:
     """The bounds that fit `max_tokens` (None: unbounded tokens, the default bounds)."""
-    fields = _string_fields(schema)
+    found = _Walked()
+    _walk(schema, found)
+    return _fit(found, max_tokens)
+
+
+def bound_rationales(schema: Any, bounds: Bounds | None = None) -> Any:
+    """A copy of `schema` where every string property named `rationale` or `<id>_rationale` (a
+    judge's), `response` (the reply) or `message` (a simulated user's) has a maxLength; a bound the
+    schema sets itself is kept."""
+    found = _Walked()
+    bounded = _walk(schema, found)
+    return _bound(bounded, found, bounds or _fit(found, None))
+
+
+def local_request(request: ChatRequest) -> ChatRequest:
+    """The request as the local server gets it: an atomic rubric's judge answers its checks alone,
+    every other free-text field bounded (one walk of the schema: copied, measured, then bounded)."""
+    found = _Walked()
+    bounded = _walk(without_check_rationales(request.response_format), found)
+    return replace(request, response_format=_bound(bounded, found, _fit(found, request.max_tokens)))
+
+
+def _fit(found: _Walked, max_tokens: int | None) -> Bounds:
+    """The bounds for a walked schema's fields within `max_tokens` (None: the default bounds)."""
+    fields = [name for _, name in found.open_fields]
     rationales = sum(1 for name in fields if _is_rationale(name))
     share = RATIONALE_BUDGET_CHARS // max(rationales, 1)
     bounds = Bounds(
@@ -50,7 +83,7 @@ def bounds_for(schema: Any, max_tokens: int | None) -> Bounds:
     )
     if max_tokens is None or not fields:
         return bounds
-    room = int((max_tokens - FIELD_OVERHEAD_TOKENS * (_property_count(schema) + 1)) * CHARS_PER_TOKEN)
+    room = int((max_tokens - FIELD_OVERHEAD_TOKENS * (found.properties + 1)) * CHARS_PER_TOKEN)
     wanted = bounds.rationale * rationales + sum(
         bounds.reply if name == REPLY_FIELD else bounds.user_turn
         for name in fields
@@ -66,31 +99,29 @@ def bounds_for(schema: Any, max_tokens: int | None) -> Bounds:
     )
 
 
-def bound_rationales(schema: Any, bounds: Bounds | None = None) -> Any:
-    """A copy of `schema` where every string property named `rationale` or `<id>_rationale` (a
-    judge's), `response` (the reply) or `message` (a simulated user's) has a maxLength; a bound the
-    schema sets itself is kept."""
-    bounds = bounds or bounds_for(schema, None)
+def _walk(schema: Any, found: _Walked) -> Any:
+    """A deep copy of `schema`, noting in `found` its free-text properties and its property count."""
     if isinstance(schema, list):
-        return [bound_rationales(item, bounds) for item in schema]
+        return [_walk(item, found) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    bounded = {key: bound_rationales(value, bounds) for key, value in schema.items()}
-    properties = bounded.get("properties")
+    copy = {key: _walk(value, found) for key, value in schema.items()}
+    properties = copy.get("properties")
     if isinstance(properties, dict):
-        for name, field in properties.items():
-            limit = _limit(name, bounds)
-            if limit is not None and _unbounded_string(field):
-                properties[name] = {**field, "maxLength": limit}
+        found.properties += len(properties)
+        found.open_fields += [
+            (properties, name)
+            for name, value in properties.items()
+            if _unbounded_string(value) and _limit(name, Bounds(1, 1, 1)) is not None
+        ]
+    return copy
+
+
+def _bound(bounded: Any, found: _Walked, bounds: Bounds) -> Any:
+    """The walked copy with each of its free-text properties given its maxLength (in place)."""
+    for properties, name in found.open_fields:
+        properties[name] = {**properties[name], "maxLength": _limit(name, bounds)}
     return bounded
-
-
-def local_request(request: ChatRequest) -> ChatRequest:
-    """The request as the local server gets it: an atomic rubric's judge answers its checks alone,
-    every other free-text field bounded."""
-    schema = without_check_rationales(request.response_format)
-    bounds = bounds_for(schema, request.max_tokens)
-    return replace(request, response_format=bound_rationales(schema, bounds))
 
 
 def without_check_rationales(response_format: Any) -> Any:
@@ -125,33 +156,5 @@ def _limit(name: str, bounds: Bounds) -> int | None:
     return {REPLY_FIELD: bounds.reply, USER_TURN_FIELD: bounds.user_turn}.get(name)
 
 
-def _unbounded_string(field: Any) -> bool:
-    return isinstance(field, dict) and field.get("type") == "string" and "maxLength" not in field
-
-
-def _string_fields(schema: Any) -> list[str]:
-    """The names of every free-text property this provider bounds, at any depth."""
-    if isinstance(schema, list):
-        return [name for item in schema for name in _string_fields(item)]
-    if not isinstance(schema, dict):
-        return []
-    found = [name for value in schema.values() for name in _string_fields(value)]
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        found += [
-            name
-            for name, field in properties.items()
-            if _unbounded_string(field) and _limit(name, Bounds(1, 1, 1)) is not None
-        ]
-    return found
-
-
-def _property_count(schema: Any) -> int:
-    """How many properties the answer holds, at any depth: each costs its key and punctuation."""
-    if isinstance(schema, list):
-        return sum(_property_count(item) for item in schema)
-    if not isinstance(schema, dict):
-        return 0
-    properties = schema.get("properties")
-    own = len(properties) if isinstance(properties, dict) else 0
-    return own + sum(_property_count(value) for value in schema.values())
+def _unbounded_string(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "string" and "maxLength" not in value
