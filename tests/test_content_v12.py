@@ -352,7 +352,7 @@ def test_every_required_resource_check_at_risk_says_which_kinds_count() -> None:
     assert loose == []
 
 
-# ----------------------------------------------------------------------------- check tiers (issue #28 point 2)
+# ------------------------------------------------------------------------ check tiers (issue #28 point 2)
 
 
 def _tiers() -> dict[str, tuple[str, dict[str, str]]]:
