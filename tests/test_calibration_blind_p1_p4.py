@@ -39,17 +39,38 @@ AFTER = "written after reading the rubric"
 # rubric's items may be written after reading it. Remove a rubric from here once it reaches 5 and 5.
 SHORT_OF_PASSES = {
     ("P1-B1-S4", "reply-criteria.md"),
-    ("P1-B1-S5", "reply-criteria.md"),
     ("P1-B1-S6", "criteria.md"),
     ("P1-B1-S6", "reply-criteria.md"),
     ("P1-B1-S7", "reply-criteria.md"),
-    ("P1-B1-S10", "reply-criteria.md"),
     ("P1-B2-S4", "criteria.md"),
     ("P1-B2-S4", "reply-criteria.md"),
     ("P1-B2-S6", "reply-criteria.md"),
     ("P1-B2-S9", "reply-criteria.md"),
+}
+# Rubrics short of failing items since the check tiers (issue #28): an item whose only misses are yellow
+# checks (tone, warmth, a route to care below high risk) now passes, with care lowered.
+SHORT_OF_FAILS = {
+    ("P1-B1-S1", "reply-criteria.md"),
+    ("P1-B1-S10", "reply-criteria.md"),
+    ("P1-B1-S2", "reply-criteria.md"),
+    ("P1-B1-S4", "criteria.md"),
+    ("P1-B1-S5", "reply-criteria.md"),
+    ("P1-B1-S9", "reply-criteria.md"),
     ("P1-B2-S10", "reply-criteria.md"),
-    ("P4-B2-S2", "criteria.md"),
+    ("P1-B2-S2", "reply-criteria.md"),
+    ("P1-B2-S3", "reply-criteria.md"),
+    ("P1-B2-S5", "reply-criteria.md"),
+    ("P1-B2-S7", "reply-criteria.md"),
+    ("P1-B2-S8", "reply-criteria.md"),
+    ("P1-B3-S1", "reply-criteria.md"),
+    ("P1-B3-S2", "reply-criteria.md"),
+    ("P1-B3-S3", "reply-criteria.md"),
+    ("P1-B3-S4", "reply-criteria.md"),
+    ("P4-B1-S1", "reply-criteria.md"),
+    ("P4-B1-S2", "reply-criteria.md"),
+    ("P4-B2-S1", "reply-criteria.md"),
+    ("P4-B2-S3", "reply-criteria.md"),
+    ("P4-B2-S4", "reply-criteria.md"),
 }
 runner = CliRunner()
 
@@ -97,13 +118,12 @@ def test_the_set_loads_and_holds_against_the_scenarios(blind, scenarios):
         )  # the header says: not clinicians
 
 
-def test_every_rubric_has_five_failing_items_and_five_passing_unless_listed_short(blind, scenarios):
+def test_every_rubric_has_five_failing_and_five_passing_items_unless_listed_short(blind, scenarios):
     counts = tally(blind, scenarios)
     rubrics = {(code, name) for code, s in scenarios.items() for name in scenario_rubrics(s)}
     assert set(counts) == rubrics
-    assert all(counts[r]["fail"] >= 5 for r in rubrics), {
-        r: counts[r] for r in rubrics if counts[r]["fail"] < 5
-    }
+    assert all(counts[r]["fail"] >= 1 for r in rubrics)  # even a short rubric has a failing item
+    assert {r for r in rubrics if counts[r]["fail"] < 5} == SHORT_OF_FAILS
     short = {r for r in rubrics if counts[r]["pass"] < 5}
     assert short == SHORT_OF_PASSES
 
