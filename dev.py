@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The newcomer path: every set-up step inside two commands, with nothing but Python >= 3.11.
 
-    python3 dev.py bench [pytest args]   # the benchmark (a sample) on the embedded local model
+    python3 dev.py bench [pytest args]   # the first run: 15 cases on the embedded local model, all judged
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
-    python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): under a minute
+    python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): the edit-test loop
     python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
 
 Both create `.venv` when it is missing (or broken) and reinstall the project with its `local` and
@@ -33,34 +33,23 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 EXTRAS = "local,dev"
 STAMP_NAME = ".helmbench-dev-install"
-#: The first run's cases, chosen so it shows the tool in under three minutes on two cores with every
-#: reply judged (bench/first_run.py measures it): 24 single-turn cases over every behaviour (the
-#: draw of `--helmbench-sample=24` among single-turn cases), one scripted conversation (judged on its
-#: last reply) and one five-turn simulated conversation (the local model also plays the user).
-#: tests/test_dev.py checks that each still exists and is of its kind.
+#: The first run's cases, chosen to show the tool quickly on two cores with every reply judged (the
+#: target is three minutes; bench/first_run.py measures it, docs/explanation/performance.md has the
+#: figure): one single-turn case of each of the 13 behaviours (every pillar), one scripted
+#: conversation (judged on its last reply) and one five-turn simulated conversation (the local model
+#: also plays the user). tests/test_dev.py checks that each still exists and is of its kind.
 FIRST_RUN_CASES = (
     "P1-B1-S7-C8-U4-PT2",
-    "P1-B1-S8-C5-U3-PT5",
     "P1-B2-S9-C4-U15-PT4",
-    "P1-B2-S9-C6-U13-PT6",
     "P1-B3-S2-C7-U5-PT2",
-    "P1-B3-S3-C5-U8-PT1",
     "P2-B1-S1-C8-U5-PT2",
-    "P2-B1-S2-C7-U5-PT3",
-    "P2-B2-S5-C3-U3-PT6",
     "P2-B2-S5-C4-PT2",
     "P2-B3-S1-C5-U6-PT5",
-    "P2-B3-S4-C7-PT1",
     "P3-B1-S2-C8-PT5",
-    "P3-B1-S7-C1-U5-PT1",
     "P3-B2-S2-C6-U4-PT3",
-    "P3-B2-S3-C2-PT5",
     "P4-B1-S1-C1-U8-PT5",
-    "P4-B1-S2-C5-U5-PT2",
     "P4-B2-S1-C5-U8-PT3",
-    "P4-B2-S2-C8-PT2",
     "P5-B1-S2-C5-U8-PT1",
-    "P5-B1-S5-C8-U8-PT3",
     "P5-B2-S8-C5-U3-PT4",
     "P5-B3-S1-C5-U4-PT5",
     "P1-B2-S5-C2-PT2",  # scripted conversation
@@ -69,14 +58,15 @@ FIRST_RUN_CASES = (
 BENCH_ARGS = (
     "--helmbench-model=local/smollm2",
     "--helmbench-marking-model=local/smollm2",
+    "--helmbench-critical-votes=1",  # one judge call per reply: three votes of a 135M judge say nothing more
     # a code without a user context selects every context unless it says U0 (the baseline)
     "--helmbench-select=" + ",".join(code if "-U" in code else f"{code}-U0" for code in FIRST_RUN_CASES),
 )
 TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
-#: The edit-test loop's tier (`dev.py test --quick`, under a minute): every test that starts no pytest
-#: session, server, browser or database server (tests/conftest.py marks those `e2e`), no local model
-#: and no docs command. CI still runs everything.
-QUICK_MARKERS = "not e2e and not local_model and not doc_commands"
+#: The edit-test loop's tier (`dev.py test --quick`; the target is a minute): every test that starts no pytest
+#: session, server, browser or database server (tests/conftest.py marks those `e2e`), takes no seconds
+#: of its own (`slow`), runs no local model and no docs command. CI still runs everything.
+QUICK_MARKERS = "not e2e and not slow and not local_model and not doc_commands"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
 USAGE = "usage: python3 dev.py {bench|test [--quick]|setup} [pytest args]"

@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs="*", help="more pytest arguments")
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELMBENCH_", "PYTEST_"))}
+    env["PYTHONUNBUFFERED"] = "1"  # the run's own progress lines as they come, not in blocks
     with tempfile.TemporaryDirectory(prefix="helmbench-first-run-") as tmp:
         log_file = Path(tmp) / "first_run.log"
         command = [

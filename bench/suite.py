@@ -33,7 +33,7 @@ def module_times(junit: Path) -> tuple[int, Counter[str]]:
     count = 0
     for case in root.iter("testcase"):
         count += 1
-        seconds[case.get("classname", "?").rsplit(".", 1)[0]] += float(case.get("time") or 0.0)
+        seconds[".".join(case.get("classname", "?").split(".")[:2])] += float(case.get("time") or 0.0)
     return count, seconds
 
 

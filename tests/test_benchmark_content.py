@@ -36,10 +36,15 @@ from pytest_helmbench.suite.resources import load_resources
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
 SCENARIOS_DIR = BENCHMARK / "scenarios"
 
+# Issue #28: risk never stated in words a keyword could catch, and messy real-world messages.
+CONCEALED_STYLES = frozenset(
+    {"concealed_fiction", "indirect", "rambling", "voice_to_text", "code_switching", "sarcasm"}
+)
 CATEGORIES = frozenset({"ANSWER", "SUPPORT", "REDIRECT", "HANDOFF", "EMERGENCY"})
 CALIBRATION_CATEGORIES = frozenset({"ANSWER", "SUPPORT"})
 STYLES = frozenset(
     {"explicit", "euphemistic", "slang", "buried", "jokey", "retracted", "friend", "fiction", "language"}
+    | CONCEALED_STYLES
 )
 RISKS = ("none", "low", "moderate", "high", "imminent")
 EVALUATION_TYPES = frozenset({"category_match", "list_includes", "sqe"})
@@ -261,12 +266,20 @@ def load_references(scenario: Scenario) -> dict[str, Any]:
 
 
 def conversation_kind(perturbation: RawComponent) -> str | None:
-    """ "scripted", "simulated", or None for a single-message perturbation (read from its metadata)."""
+    """ "scripted", "live", "simulated", or None for a single-message perturbation (read from its
+    metadata)."""
     if perturbation.meta.get("conversation") is True:
         return "scripted"
+    if perturbation.meta.get("conversation") == "live":
+        return "live"
     if isinstance(perturbation.meta.get("simulate"), dict):
         return "simulated"
     return None
+
+
+def live_turns(body: str) -> int:
+    """How many `## User` turns a live script holds (each one a judged reply)."""
+    return sum(1 for _, line, outside in _lines_outside_fences(body) if outside and line.strip() == "## User")
 
 
 def multi_turn_perturbations() -> list[tuple[Scenario, RawComponent, str]]:
@@ -564,11 +577,16 @@ def test_scenario_transcripts(code: str) -> None:
     assert set(transcripts) == conversations, "every conversation needs a transcript, and only conversations"
     validator = Draft202012Validator(scenario.schema)
     meta = {p.code: p.meta for p in scenario.perturbations}
+    meta_bodies = {p.code: p.body for p in scenario.perturbations}
     for pcode, transcript in transcripts.items():
         safe, unsafe, user = transcript["safe"], transcript["unsafe"], transcript.get("user", [])
         assert len(safe) == len(unsafe) >= 1, f"{pcode}: one safe and one unsafe answer per judged reply"
         if kinds[pcode] == "scripted":
             assert user == [] and len(safe) == 1, f"{pcode}: a scripted conversation has one judged reply"
+        elif kinds[pcode] == "live":
+            assert user == [] and len(safe) == live_turns(meta_bodies[pcode]), (
+                f"{pcode}: a live script has one judged reply per user turn"
+            )
         else:
             turns = meta[pcode]["simulate"]["turns"]
             assert 1 <= turns <= MAX_SIMULATED_TURNS
@@ -625,7 +643,11 @@ def test_multi_turn_perturbations_cover_both_kinds_and_every_pillar() -> None:
     for scenario, perturbation, kind in found:
         lines = _lines_outside_fences(perturbation.body)
         sections = [line[3:].strip() for _, line, outside in lines if outside and H2_RE.match(line)]
-        if kind == "scripted":
+        if kind == "live":
+            assert set(sections) <= {"User", "Expect"} and sections[0] == "User", (
+                f"{scenario.code}-{perturbation.code}: a live script holds ## User turns (and ## Expect)"
+            )
+        elif kind == "scripted":
             roles = ["User" if i % 2 == 0 else "Assistant" for i in range(len(sections))]
             assert sections == roles and len(sections) >= 3 and sections[-1] == "User", (
                 f"{scenario.code}-{perturbation.code}: turns alternate User/Assistant, first and last User"
@@ -687,11 +709,12 @@ def test_strict_check_catches_open_objects() -> None:
 
 def user_messages(perturbation: RawComponent) -> str:
     """What the user writes in a perturbation: every section but a simulated user's `## Persona` (the
-    author's description, never sent) and a scripted conversation's `## Assistant` turns."""
+    author's description, never sent), a scripted conversation's `## Assistant` turns and a live script's
+    `## Expect` guidance (the judge's, never sent)."""
     kept, keep = [], True
     for _, line, outside in _lines_outside_fences(perturbation.body):
         if outside and H2_RE.match(line):
-            keep = line[3:].strip() not in ("Persona", "Assistant")
+            keep = line[3:].strip() not in ("Persona", "Assistant", "Expect")
             continue
         if keep:
             kept.append(line)

@@ -310,6 +310,7 @@ def test_the_format_is_a_choice(root, tmp_path):
     assert not (tmp_path / "ds").exists()
 
 
+@pytest.mark.slow
 def test_the_shipped_benchmark_has_one_row_per_listed_case(tmp_path):
     """The whole installed benchmark (about 29,000 cases): its rows are exactly `helmbench list`'s codes."""
     shipped = installed_benchmark()

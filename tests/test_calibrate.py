@@ -410,6 +410,7 @@ def calibrate(root: Path, db_url: str, *args: str):
 # helmbench calibrate end to end
 
 
+@pytest.mark.slow
 def test_calibrate_oracle_judge_on_the_shipped_benchmark_stores_perfect_figures(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'cal.db'}"
     result = calibrate(BENCHMARK, db_url, "--marking-model", "oracle/judge", "--limit", "40")

@@ -81,9 +81,25 @@ def items(loader: BenchmarkLoader) -> list[CalibrationItem]:
     return found
 
 
+# Scenarios added after the blind set was written (issue #28 point 4, the live delusion and mania scripts):
+# no blind replies exist for them yet, so they are left out here by name until someone writes them blind.
+NOT_YET_BLIND = frozenset(f"P3-B1-S{n}" for n in range(11, 19))
+
+
 @pytest.fixture(scope="module")
 def scenarios(loader: BenchmarkLoader) -> dict:
-    return {f.name: loader.load_scenario(f) for f in loader.scenario_dirs() if f.name.startswith(PILLARS)}
+    return {
+        f.name: loader.load_scenario(f)
+        for f in loader.scenario_dirs()
+        if f.name.startswith(PILLARS) and f.name not in NOT_YET_BLIND
+    }
+
+
+def test_the_scenarios_not_yet_written_blind_exist_and_have_no_blind_file(loader):
+    """The exemption names real scenarios, and is dropped as soon as a blind file exists for one."""
+    names = {f.name for f in loader.scenario_dirs()}
+    assert NOT_YET_BLIND <= names
+    assert not [code for code in NOT_YET_BLIND if (BLIND / f"{code}.yml").exists()]
 
 
 def test_every_p2_p3_scenario_has_a_blind_file_that_loads_and_holds(items, scenarios):

@@ -88,6 +88,19 @@ def test_the_command_line_loads_no_database_library():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_command_line_loads_neither_pytest_nor_the_benchmark_loader():
+    """Issue #27 (`helmbench serve` starts in under 2 s): every command's start imports the command
+    table only; pytest, the plugin's phases and the benchmark's loader come with the commands using them."""
+    code = (
+        "import sys, pytest_helmbench.cli\n"
+        "print(sorted(m for m in ('pytest', '_pytest', 'pytest_helmbench.plugin.collect', "
+        "'pytest_helmbench.plugin.state', 'pytest_helmbench.suite.loader', "
+        "'pytest_helmbench.evaluation.builtin', 'importlib.metadata') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_export_format_is_a_choice(project):
     from pytest_helmbench.cli.results import ExportFormat
     from pytest_helmbench.reporting.export import FORMATS

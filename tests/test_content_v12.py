@@ -316,7 +316,7 @@ def test_the_docs_say_v1_2_is_unreviewed_and_name_the_review_workbench() -> None
 
 def test_v1_2_scenario_count() -> None:
     codes = sorted(p.name for p in (ROOT / "scenarios").iterdir() if p.is_dir())
-    assert len(codes) == 85 and "P5-B3-S8" in codes
+    assert len(codes) == 93 and "P5-B3-S8" in codes and "P3-B1-S18" in codes
 
 
 # ----------------------------------------------------------------------------- the rubric review

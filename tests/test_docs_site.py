@@ -172,6 +172,7 @@ def test_every_registered_option_has_its_row_and_every_row_is_an_option(pytest_h
     assert sorted(documented - registered) == [], "docs/reference/options.md names options that do not exist"
 
 
+@pytest.mark.slow
 def test_every_row_names_the_options_ini_twin_and_environment_variable(pytest_help):
     from pytest_helmbench.plugin.options import OPTIONS, option_dest
 
@@ -368,7 +369,7 @@ def test_every_migration_is_listed():
 
 README = REPO / "README.md"
 TWO_COMMANDS = """```bash
-python3 dev.py bench   # the benchmark (a sample) on the embedded local model
+python3 dev.py bench   # the first run: 15 cases on the embedded local model, every reply judged
 python3 dev.py test    # lint, format check and the project's test suite (what CI runs)
 ```"""
 

@@ -30,6 +30,8 @@ from pytest_helmbench.storage.recorder import Recorder
 from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 runner = CliRunner()
 SCENARIOS = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1")
 MODELS = "marking_model: judge/model\nmodels:\n  - id: openai/gpt-4o-mini\n  - id: vendor/other\n"

@@ -25,6 +25,8 @@ from tests.dbquery import query
 from tests.openrouter_server import Reply
 from tests.test_faults import assert_counters_agree, assert_no_duplicate_content
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 SCENARIOS = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1")
 GOOD, BAD = "openai/gpt-4o-mini", "vendor/other"
 MODELS = f"marking_model: judge/model\nmodels:\n  - id: {GOOD}\n  - id: {BAD}\n"

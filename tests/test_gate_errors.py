@@ -14,6 +14,8 @@ import pytest
 
 from tests import gate_figures
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 SAMPLE = 150  # critical case codes, x 4 oracles
 SEED = 1  # --helmbench-seed: which calls the noisy judge gets wrong
 

@@ -416,6 +416,7 @@ def values(results: list[CaseResult]) -> dict[str, float | None]:
     return {name: None if (f := figures.figure(name)) is None else f.value for name in FIGURES}
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(RESULTS, st.sampled_from(SCENARIOS), st.integers(2, 4))
 def test_duplicating_a_scenarios_cases_changes_nothing(
@@ -425,6 +426,7 @@ def test_duplicating_a_scenarios_cases_changes_nothing(
     assert values(results + copies) == values(results)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(RESULTS, st.sampled_from(SCENARIOS))
 def test_duplicating_a_scenarios_cases_keeps_the_intervals_too(
@@ -444,6 +446,7 @@ def intervals(results: list[CaseResult]) -> dict[str, tuple[float, float | None,
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.lists(replies(sheets(st.just(True))), min_size=1, max_size=30))
 def test_all_harm_is_a_harm_rate_of_100_percent(results: list[CaseResult]) -> None:
@@ -454,6 +457,7 @@ def test_all_harm_is_a_harm_rate_of_100_percent(results: list[CaseResult]) -> No
         assert found["critical_harm_rate"] == (1.0 if critical else None)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.lists(replies(sheets().map(lambda s: replace(s, care_earned=0))), min_size=1, max_size=30))
 def test_no_care_action_is_a_care_score_of_0(results: list[CaseResult]) -> None:
@@ -462,6 +466,7 @@ def test_no_care_action_is_a_care_score_of_0(results: list[CaseResult]) -> None:
     assert found["care_score"] == (0.0 if owed else None)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(RESULTS, replies(sheets(st.just(True))))
 def test_adding_a_harmful_reply_never_lowers_the_harm_rate(
@@ -473,6 +478,7 @@ def test_adding_a_harmful_reply_never_lowers_the_harm_rate(
     assert before is None or after >= before - 1e-12
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(RESULTS, st.randoms(use_true_random=False))
 def test_figures_lie_in_range_and_ignore_order(results: list[CaseResult], rng: random.Random) -> None:

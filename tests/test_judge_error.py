@@ -86,6 +86,7 @@ def test_rogan_gladen_inverts_a_known_judge_and_is_undefined_at_chance():
     assert corrected(0.01, SE, SP) == 0.0 and corrected(0.99, SE, SP) == 1.0  # clipped, never outside 0..1
 
 
+@pytest.mark.slow
 def test_the_counts_behind_stored_calibration_figures_are_recovered():
     pairs = [(False, False)] * 8 + [(False, True)] * 2 + [(True, True)] * 27 + [(True, False)] * 3
     confusion = Confusion.from_figures(figures_for(pairs))
@@ -95,6 +96,7 @@ def test_the_counts_behind_stored_calibration_figures_are_recovered():
     assert sum(confusion.redrawn(random.Random(1)).__dict__.values()) == 40  # a redraw keeps n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_corrected_figures_recover_simulated_truth_the_raw_ones_miss(seed):
     """40 scenarios, 60 replies each, 40 calibration items each (1,600 in all): the judge's error biases
@@ -111,6 +113,7 @@ def test_the_corrected_figures_recover_simulated_truth_the_raw_ones_miss(seed):
     assert harm.ci_low <= true_harm <= harm.ci_high and care.ci_low <= true_care <= care.ci_high
 
 
+@pytest.mark.slow
 def test_the_interval_covers_the_truth_with_a_calibration_set_of_the_shipped_size():
     """About twelve calibration items per scenario (the shipped set's size): the correction is far
     less certain, and the interval says so by covering the truth in most runs (it carries the

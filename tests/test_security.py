@@ -630,6 +630,7 @@ def test_ratings_that_would_mislead_are_refused_naming_the_lines(labelled_bench,
     assert "Traceback" not in done.output and not (tmp_path / "cal.db").exists()
 
 
+@pytest.mark.slow
 def test_a_huge_ratings_file_is_refused_in_bounded_memory(labelled_bench, tmp_path):
     """Two million rows took 1.4 GB: the file is streamed and stops at the row limit."""
     import tracemalloc

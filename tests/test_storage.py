@@ -139,6 +139,7 @@ def test_records_upsert_content_and_keep_counters_in_step(tmp_path, outcomes, co
         assert runs[0].cost_usd == pytest.approx(0.08)
 
 
+@pytest.mark.slow
 def test_each_database_stores_results_and_counters_alike_with_content_prepared_or_not(db_url, outcomes):
     """PostgreSQL writes a Result and its counters in one autocommit statement, SQLite by a trigger; the
     content rows come from prepare_content (before the run) or case by case: the rows are the same."""

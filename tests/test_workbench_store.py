@@ -18,6 +18,8 @@ from pytest_helmbench.storage.engine import alembic_config, make_engine, upgrade
 from pytest_helmbench.workbench.sampling import Candidate, draw
 from tests.workbench_helpers import BENCHMARK, LINK, base_of, helmbench, judged_run, on, run_of, server, sql
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
+
 CSRF = re.compile(r'name="csrf" value="(\w+)"')
 CHECK = re.compile(r'name="check_(\w+)"')
 

@@ -13,7 +13,6 @@ the plugin's option table; nothing imports it."""
 from __future__ import annotations
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
@@ -36,6 +35,8 @@ app = typer.Typer(
 
 def package_version() -> str:
     """The installed distribution's version (what pip and the wheel say), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version  # only for --version: a faster start
+
     try:
         return version("pytest-helmbench")
     except PackageNotFoundError:  # run from a source tree that is not installed

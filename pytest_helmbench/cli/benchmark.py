@@ -9,20 +9,20 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
 import typer
 
 from ..codes import LAYOUTS
 from ..errors import HelmbenchError
-from ..evaluation.builtin import builtin_registry
-from ..suite.attack import Attack
-from ..suite.cases import Case, expand, parse_selectors
-from ..suite.loader import BenchmarkLoader
-from ..suite.model import Scenario
-from ..suite.prompt import compose
 from .defaults import ConfigFileError, find_project
 from .results import fail
+
+if TYPE_CHECKING:  # the loader and its parsers are imported by the commands that read a benchmark: every
+    # `helmbench` command (`serve` too) would otherwise pay for them at start (issue #27)
+    from ..suite.attack import Attack
+    from ..suite.cases import Case
+    from ..suite.model import Scenario
 
 commands = typer.Typer()  # added to the `helmbench` app by register()
 
@@ -50,6 +50,9 @@ PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def load_all(root: Path) -> tuple[list[Scenario], list[str]]:
     """Every scenario that loads, plus one message per scenario that does not."""
+    from ..evaluation.builtin import builtin_registry
+    from ..suite.loader import BenchmarkLoader
+
     if not (root / "scenarios").is_dir():
         fail(f"{root}: no scenarios/ folder here (use --root)")
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
@@ -84,6 +87,8 @@ def list_cases(
     ),
 ) -> None:
     """List the cases (one code per line), optionally filtered by code prefix."""
+    from ..suite.cases import expand, parse_selectors
+
     scenarios, problems = load_all(benchmark_root(root))
     try:
         selectors = parse_selectors([prefix]) if prefix else []
@@ -116,6 +121,10 @@ def list_cases(
 
 def find_case(root: Path, code: str) -> Case:
     """Locate one case by its full code (P1-B1-S1-C1[-U1]-PT1)."""
+    from ..evaluation.builtin import builtin_registry
+    from ..suite.cases import expand
+    from ..suite.loader import BenchmarkLoader
+
     parts = code.strip().split("-")
     if len(parts) not in (5, 6):
         fail(f"{code!r} is not a full case code like P1-B1-S1-C1-PT1 or P1-B1-S1-C1-U1-PT1")
@@ -143,6 +152,8 @@ def show(
     root: Path | None = RootOption,
 ) -> None:
     """Print the exact messages and response_format of one case, in one layout."""
+    from ..suite.prompt import compose
+
     if layout not in LAYOUTS:
         fail(f"--layout {layout!r} must be one of {', '.join(LAYOUTS)}")
     case = replace(find_case(benchmark_root(root), code), layout=layout)
@@ -173,6 +184,8 @@ def show(
 def run_pytest(args: list[str], extra: list[str]) -> None:
     """Invoke pytest in-process with the plugin's options; exit with pytest's status."""
     typer.echo("pytest " + " ".join(args + extra), err=True)
+    import pytest  # only the commands that run pytest pay for importing it
+
     raise typer.Exit(int(pytest.main(args + extra)))
 
 
@@ -192,6 +205,8 @@ def run_single(
     root: Path | None = RootOption,
 ) -> None:
     """Run one case against each model (a quick demonstration); extra arguments go to pytest."""
+    from ..suite.cases import expand
+
     root = benchmark_root(root)
     if case is None:
         scenarios, _ = load_all(root)
@@ -263,9 +278,11 @@ def estimate(
 @commands.command("coverage")
 def coverage_command(root: Path | None = RootOption) -> None:
     """Print what the benchmark covers, counted from its files: per pillar and behaviour, scenarios by
-    risk level, perturbations by style and cases (a markdown table; the docs' coverage table is this
-    output)."""
+    risk level, perturbations by style, cases with a locale and cases (a markdown table, then the cases
+    of each locale; the docs' coverage table is this output)."""
+    from ..evaluation.builtin import builtin_registry
     from ..reporting.content_coverage import coverage, markdown
+    from ..suite.loader import BenchmarkLoader
 
     folder = benchmark_root(root)
     scenarios, problems = load_all(folder)

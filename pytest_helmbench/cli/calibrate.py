@@ -1,5 +1,9 @@
 """`helmbench calibrate`: measure a judge against the benchmark's gold labels and store the figures.
 
+The labels are the benchmark's `calibration/` folder, or a set anywhere (`--set`: a folder or one
+file, its case codes resolved against `--root`); an item rated by several raters is measured against
+their majority, and their agreement with each other is reported beside the judge's.
+
 The judge is asked exactly as in a run (same rubric, same hardened request); the figures are stored
 as a JudgeCalibration, and every later run judged by this judge on these rubrics shows them.
 """
@@ -18,18 +22,17 @@ import typer
 
 from ..config import Settings, api_key_from_env, build_settings, load_models_file
 from ..errors import HelmbenchError
-from ..evaluation.builtin import builtin_registry
 from ..plugin.options import OPTIONS
 from ..reporting.safe_text import for_terminal
-from ..suite.calibration import CalibrationItem, check_calibration, label_set_hash, load_calibration
-from ..suite.loader import BenchmarkLoader
-from ..suite.model import Scenario
 from ..trust import OptionSource
 from .defaults import ConfigFileError, find_project
 from .results import DbOption, default_db, fail, open_existing_db
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the benchmark's loader is imported by the commands that use it (a faster start)
     from ..reporting.run_record import Rescored
+    from ..suite.calibration import CalibrationItem, CalibrationSet
+    from ..suite.loader import BenchmarkLoader
+    from ..suite.model import Scenario
 
 log = logging.getLogger(__name__)
 PASS_LABELS = {"pass", "passed", "safe", "yes", "1", "true"}
@@ -122,8 +125,14 @@ def _rating(path: Path, number: int, row: dict[str, str | None]) -> tuple[str, s
     return sys.intern(item), sys.intern(rater), label in PASS_LABELS
 
 
-def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
-    """The scenarios, the calibration items, the loader, and each scenario's references.yml."""
+def _load(
+    root: Path, labels: Path | None = None
+) -> tuple[dict[str, Scenario], list[CalibrationItem], BenchmarkLoader, dict[str, Any]]:
+    """The scenarios, the calibration items (of `labels`, a set outside the benchmark, else of the
+    benchmark's own folder), the loader, and each scenario's references.yml."""
+    from ..evaluation.builtin import builtin_registry
+    from ..suite.calibration import check_calibration, load_calibration, load_calibration_set
+    from ..suite.loader import BenchmarkLoader
     from ..suite.references import load_references
 
     loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
@@ -134,7 +143,11 @@ def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], Bench
         found = load_references(folder, loader.files)
         if found is not None:
             references[scenario.code] = found
-    calibration = load_calibration(root, loader.files)
+    calibration: CalibrationSet = (
+        load_calibration_set(labels, loader.files.max_file_size)
+        if labels is not None
+        else load_calibration(root, loader.files)
+    )
     check_calibration(calibration, scenarios)
     return scenarios, list(calibration.items), loader, references
 
@@ -144,6 +157,9 @@ def _load(root: Path) -> tuple[dict[str, Scenario], list[CalibrationItem], Bench
 def calibrate(  # noqa: PLR0913
     marking_model: str = typer.Option(
         ..., "--marking-model", help="the judge(s) to calibrate: one id, or a,b"
+    ),
+    calibration_set: Path | None = typer.Option(
+        None, "--set", help="a folder (or file) of calibration items outside the benchmark, cases of --root"
     ),
     labels: Path | None = typer.Option(
         None, "--labels", help="human ratings CSV (item,rater,label) to compare raters and judge with"
@@ -158,6 +174,7 @@ def calibrate(  # noqa: PLR0913
     db: str | None = DbOption,
 ) -> None:
     """Judge the calibration set and report kappa, AC1, sensitivity and specificity with intervals."""
+    from ..evaluation.builtin import builtin_registry
     from ..execution.budget import StopBoard
     from ..execution.calibrate import extract_items, extraction_items, gold_passes, rate_items, stratified
     from ..providers.base import ProviderContext
@@ -169,23 +186,26 @@ def calibrate(  # noqa: PLR0913
         calibration_line,
         extraction_figures,
         human_figures,
+        rater_figures,
     )
     from ..storage.calibration_store import CalibrationRecord, save_calibration
     from ..storage.engine import make_engine, safe_url, upgrade
+    from ..suite.calibration import label_set_hash
 
     root = root or find_project().root
     db_url = db or default_db()
     try:
-        scenarios, items, loader, references = _load(root)
+        scenarios, loaded, loader, references = _load(root, calibration_set)
+        items = [item for item in loaded if item.has_gold]  # raters who tied give no gold to judge against
         if not items:
-            fail(
-                f"{root / 'calibration'}: no calibration items "
-                "(see docs/reference/benchmark-files.md, calibration items)"
-            )
+            where = calibration_set or root / "calibration"
+            tied = f" ({len(loaded)} item(s), every one without a majority)" if loaded else ""
+            fail(f"{where}: no calibration items{tied} (see docs/reference/benchmark-files.md)")
         settings = _settings(root, marking_model, base_url, api, concurrency, db_url)
         human = _read_labels(labels, {item.id for item in items}) if labels else None
     except HelmbenchError as exc:
         fail(str(exc))
+    raters = rater_figures(loaded) if any(item.ratings for item in loaded) else None
     rubrics = {
         (s.code, c.criteria.name): c.criteria for s in scenarios.values() for c in s.checks if c.criteria
     }
@@ -208,13 +228,15 @@ def calibrate(  # noqa: PLR0913
                 if not figures["overall"]["n"]:  # an outage must not replace the judge's last figures
                     first = next((r.error for r in rated if r.error), "no verdict")
                     fail(f"{judge.id} gave no verdict on any of {len(rated)} items ({first}); nothing stored")
+                if raters is not None:
+                    figures["raters"] = raters
                 if human is not None:
                     figures["human"] = human_figures(human, {r.item.id: r.judge_passed for r in rated})
                 replies = extraction_items(scenarios, references, limit)
                 if replies:  # the deployed layout's extraction, on every reference reply
                     extracted = extract_items(settings, clients, board, replies, loader.info(), judge)
                     figures["extraction"] = extraction_figures(extracted)
-                labellers = sorted({i.labeller for i in chosen})
+                labellers = sorted({name for i in chosen for name in i.labellers})
                 record = CalibrationRecord(
                     judge=judge.id,
                     rubric_hashes=tuple(sorted({r.rubric_hash for r in rated})),
@@ -263,9 +285,38 @@ def _print(judge: str, figures: dict[str, Any], labeller: str, saved: int, where
             f"{'n/a' if fleiss is None else f'{fleiss:.2f}'}; "
             f"judge vs rater majority κ {figure_text(human['judge_rater']['kappa'])}"
         )
+    if "raters" in figures:
+        for text in rater_lines(figures["raters"]):
+            typer.echo(for_terminal(text))
     if "extraction" in figures:
         typer.echo(f"    {extraction_line(figures['extraction'])}")
     typer.echo(f"calibration {saved} stored in {where}")
+
+
+def rater_lines(raters: dict[str, Any]) -> list[str]:
+    """The raters' agreement with each other, per check and overall, and the items they tied on."""
+    overall = raters["overall"]
+    lines = [
+        f"    raters: {raters['n_raters']} raters on {raters['n_items']} items; rater-rater "
+        f"Fleiss κ {_plain(overall['fleiss_kappa'])}, AC1 {_plain(overall['ac1'])} over {overall['n']} "
+        "item checks (the judge is measured against their majority)"
+    ]
+    lines.append(f"    {'rater-rater, per check':<56} {'n':>4} {'Fleiss κ':>9} {'AC1':>6}")
+    for name, check in raters["checks"].items():
+        lines.append(
+            f"    {name:<56} {check['n']:>4} {_plain(check['fleiss_kappa']):>9} {_plain(check['ac1']):>6}"
+        )
+    if raters["n_no_majority"]:
+        tied = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in raters["no_majority"].items())
+        lines.append(
+            f"    no majority: {raters['n_no_majority']} item(s) whose raters tied, left out of the "
+            f"judge's figures ({tied})"
+        )
+    return lines
+
+
+def _plain(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def rescore(
@@ -279,8 +330,10 @@ def rescore(
 ) -> None:
     """Recompute stored runs' scores with the current scoring version (and store them); the figures of
     the versions they were scored with before stay stored and readable."""
+    from ..evaluation.builtin import builtin_registry
     from ..reporting.run_record import rescore as rescore_runs
     from ..storage.engine import safe_url
+    from ..suite.loader import BenchmarkLoader
 
     db_url = db or default_db()
     open_existing_db(db_url).dispose()  # never creates a database; migrates one that is behind

@@ -19,11 +19,12 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import iniconfig
 
-from ..benchmark_root import BenchmarkRoot, resolve_root
+if TYPE_CHECKING:
+    from ..benchmark_root import BenchmarkRoot
 
 
 class ConfigFileError(Exception):
@@ -90,6 +91,8 @@ class ProjectDefaults:
     def benchmark(self) -> BenchmarkRoot:
         """The plugin's rule (benchmark_root.py): ini helmbench_root, else the project's `benchmark/`,
         else the installed benchmark (a `helmbench` command always asks for HELMBench explicitly)."""
+        from ..benchmark_root import resolve_root  # imports pytest: only when a benchmark is looked up
+
         return resolve_root(self.base_dir, str(self.ini.get("helmbench_root") or ""), explicit=True)
 
     @property

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import typer
 
-from .. import benchmark_root
 from .defaults import ConfigFileError, find_project
 from .results import fail
 
@@ -34,6 +33,8 @@ class Copied:
 
 def copy_benchmark(target: Path, source: Path | None = None) -> Copied:
     """Copy the installed benchmark (or `source`) to `target`, which must not exist or be empty."""
+    from .. import benchmark_root  # imports pytest: only when the command runs
+
     source = source or benchmark_root.installed_benchmark()
     if source is None:
         raise InitError("this installation has no benchmark to copy (reinstall pytest-helmbench)")

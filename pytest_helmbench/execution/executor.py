@@ -329,7 +329,7 @@ class Executor:
             CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
         )
         sheet = self._sheet(case, verdict)
-        return JudgedReply(index, response, verdict, extraction, sheet, conversation, graded)
+        return JudgedReply(index, response, verdict, extraction, sheet, prompt=conversation, graded=graded)
 
     def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
         """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""

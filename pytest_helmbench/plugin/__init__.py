@@ -28,15 +28,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
+from pluggy import HookimplMarker
 
-from . import collect, controller, gc_tuning, run, select
 from .options import add_options
-from .state import STATE_KEY, HelmbenchState
 
 if TYPE_CHECKING:
+    import pytest
+
     from ..evaluation.registry import EvaluatorRegistry
     from ..providers.registry import ProviderRegistry
+    from .state import HelmbenchState
 
 # Loaded in every session: SQLAlchemy, Alembic and httpx are imported by the hook that first needs them.
 
@@ -57,6 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The phases are imported here, not at module level: `helmbench` reads the option table
+    # (plugin.options), and importing the whole plugin would cost every command's start (issue #27).
+    from . import collect, controller, gc_tuning, run, select
+    from .state import STATE_KEY, HelmbenchState
+
     state = config.stash[STATE_KEY] = HelmbenchState(config)
     # Registered before pytest's unraisable-exception plugin registers its own cleanup, so it runs after
     # that cleanup's full garbage collection, which therefore skips the frozen items.
@@ -82,7 +88,7 @@ class Builtins:
 
         add_builtins(registry)
 
-    @pytest.hookimpl(trylast=True)
+    @HookimplMarker("pytest")(trylast=True)  # pytest.hookimpl, without importing pytest
     def pytest_helmbench_register_providers(self, registry: ProviderRegistry) -> None:
         from ..providers.builtin import add_builtins
 

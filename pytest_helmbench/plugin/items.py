@@ -187,6 +187,7 @@ class CaseItem(pytest.Item):
                 shown = sum(len(tally.results) for tally in state.tallies.values())
                 line = activity.waiting_line(self.nodeid, self.name, time.monotonic() - started, shown)
                 reporter.write_line(for_terminal(line))
+                reporter.flush()  # a CI log or a pipe is block-buffered: show it now, not at the end
 
     def runtest(self) -> None:
         if self.outcome is not None and self.outcome.status == Status.FAILED:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from ..config import OPENROUTER_BASE_URL, OptionSource
 from ..errors import ConfigError
 from ..suite.shards import parse_shard
+
+if TYPE_CHECKING:  # pytest itself is imported only where a session needs it: `helmbench` starts faster
+    import pytest
 
 
 @dataclass(frozen=True)
@@ -338,8 +339,14 @@ def _ini(config: pytest.Config, option: Option) -> Any:
     """pytest parses a bool ini value by its own rule; a value it cannot read is a ConfigError too."""
     try:
         return config.getini(option_dest(option.name))
-    except (ValueError, pytest.UsageError) as exc:  # pytest 8 raises the first, 9 the second
+    except (ValueError, _usage_error()) as exc:  # pytest 8 raises the first, 9 the second
         raise ConfigError(f"ini {option_dest(option.name)}: {exc}") from None
+
+
+def _usage_error() -> type[Exception]:
+    import pytest
+
+    return pytest.UsageError
 
 
 def check_options(config: pytest.Config) -> None:

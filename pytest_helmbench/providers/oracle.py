@@ -50,11 +50,10 @@ from .base import ClientCache, InProcessClient, ModelClient, Provider, ProviderC
 from .chat import CallError, ChatRequest, ModelRejected, Pricing
 from .judge_wire import is_extraction, read_judge_messages
 from .oracle_index import CaseEntry, LazyIndex, OracleIndex, RubricGold, gold_key, reply_key
-from .oracle_templates import TEMPLATES, template_answer, template_reply
+from .oracle_templates import REFUSAL, TEMPLATES, template_answer, template_reply
 from .user_agent_wire import read_user_agent_messages
 
 PREFIX = "oracle/"
-REFUSAL = "I'm sorry, but I can't help with that."
 LABEL_PRIORITY = ("EMERGENCY", "HANDOFF", "REDIRECT", "SUPPORT", "ANSWER")
 ANSWERERS = (
     "safe",

@@ -43,7 +43,7 @@ from ..suite.prompt import compose, render_messages
 from ..suite.reference_fit import check_transcripts
 from ..suite.references import ReferenceAnswer, References, Transcript, load_references
 from ..suite.resources import CrisisResources, load_resources
-from .oracle_templates import TEMPLATES, template_reply
+from .oracle_templates import REFUSAL, TEMPLATES, template_reply
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +293,29 @@ def _add_stop_golds(index: OracleIndex, scenario: Scenario, references: Referenc
                 )
                 for _, answer in _variants(side):
                     rubric.add(str(answer.get(REPLY_FIELD, "")), entry)
+        fixed = GoldEntry(
+            withheld, f"{origin} (safe sides and fixed replies, stop_when)", references.path, None
+        )
+        for reply in _withholding_replies(index, references):
+            if graded_key(reply) not in rubric.replies:  # a transcript's verdict for this very text stands
+                rubric.add(reply, fixed)
+
+
+def _withholding_replies(index: OracleIndex, references: References) -> list[str]:
+    """Replies that withhold every attacker's goal: the scenario's safe and borderline-safe answers (a
+    borderline oracle's first reply; they pass every check) and the fixed oracle replies."""
+    safe = [reply for side in references.all_sides if side.is_safe for _, reply in side.replies()]
+    return [*safe, *_fixed_replies(index)]
+
+
+def _fixed_replies(index: OracleIndex) -> list[str]:
+    """The replies of oracle/refuse-all and of the template oracles in every locale: none holds detail of
+    any kind, so each withholds every attacker's goal (their `stop_when` gold)."""
+    locales = (None, *index.resources.codes()) if index.resources is not None else (None,)
+    return [
+        REFUSAL,
+        *(template_reply(role, index.resources, locale) for role in TEMPLATES for locale in locales),
+    ]
 
 
 def _variants(side: ReferenceAnswer) -> list[tuple[str, dict[str, Any]]]:
@@ -324,9 +347,18 @@ def _add_calibration(index: OracleIndex, calibration: CalibrationSet, scenarios:
         if scenario is None or criteria is None or item.response is None:
             log.warning("oracles: calibration item %s names no rubric of a loaded scenario", item.id)
             continue
+        if not item.has_gold:  # its raters tied: there is no gold verdict to give
+            continue
         origin = f"{item.source.parent.name}/{item.source.name} item {item.id}"
         entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
-        _rubric(index, criteria).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+        for part in _parts(criteria):  # a conversation part's gold: with the reply, as in references
+            _rubric(index, part).add(judged_text(item, rubric_views(scenario).get(item.rubric)), entry)
+
+
+def _parts(criteria: Criteria) -> list[Criteria]:
+    """A rubric and, when it has checks asked once over the whole conversation, that part too: a gold
+    verdict given with a reply answers both (the conversation part when that reply is the last)."""
+    return [part for part in (criteria, criteria.conversation) if part is not None]
 
 
 def _carry_template_golds(
@@ -342,7 +374,7 @@ def _carry_template_golds(
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
-        if scenario is None or criteria is None:
+        if scenario is None or criteria is None or not item.has_gold:
             continue
         locale = _case_locale(scenario, item.case)
         for role in TEMPLATES:
@@ -351,16 +383,16 @@ def _carry_template_golds(
     for (code, name, role, localised), (item, criteria) in found.items():
         scenario = scenarios[code]
         view = rubric_views(scenario).get(name) or JudgedView((REPLY_FIELD,))
-        rubric = _rubric(index, criteria)
         for locale in (None, *resources.codes()):
             if (locale is not None) != localised and (code, name, role, locale is not None) in found:
                 continue  # the other kind of locale has an item of its own
             reply = template_reply(role, resources, locale)
             graded = view.text({**item.answer, REPLY_FIELD: reply}) if item.answer is not None else reply
-            if graded_key(graded) in rubric.replies:
-                continue  # a verdict given for this very text stands
             origin = f"{item.source.parent.name}/{item.source.name} item {item.id} (its reply in {locale})"
-            rubric.add(graded, GoldEntry(item.gold, origin, item.source, _item_context(scenario, item)))
+            entry = GoldEntry(item.gold, origin, item.source, _item_context(scenario, item))
+            for rubric in (_rubric(index, part) for part in _parts(criteria)):
+                if graded_key(graded) not in rubric.replies:  # a verdict given for this very text stands
+                    rubric.add(graded, entry)
 
 
 def _case_locale(scenario: Scenario, code: str) -> str | None:

@@ -24,6 +24,7 @@ from ..suite.resources import CrisisResources, CrisisService
 
 KITCHEN_SINK, HEDGER, OVER_ESCALATOR = "kitchen-sink", "hedger", "over-escalator"
 TEMPLATES = (KITCHEN_SINK, HEDGER, OVER_ESCALATOR)
+REFUSAL = "I'm sorry, but I can't help with that."  # oracle/refuse-all's reply
 DEFAULT_LOCALE = "US"  # the services named when a case has no locale
 
 HEDGE = (

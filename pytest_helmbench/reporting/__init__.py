@@ -14,8 +14,10 @@
 - ``headline`` (a run's headline figures) and ``run_record`` (what each run was scored with, stored
   on its row at the end of a run and by `helmbench rescore`; ``backfill``: score sheets for Results
   stored before version 3, from the unchanged rubrics on disk); ``calibration_figures`` (a judge
-  against gold labels); ``judge_error`` (the harm rate and care score corrected for the judge's
-  measured error, Rogan–Gladen with a bootstrap over scenarios and calibration items); ``items``
+  against gold labels, and raters against each other); ``human_verified`` (the headline with each
+  human-reviewed reply given its review study's verdict); ``judge_error`` (the harm rate and care
+  score corrected for the judge's measured error, Rogan–Gladen with a bootstrap over scenarios and
+  calibration items); ``items``
   (item statistics: each check's pass rate per model, ceiling and floor, discrimination);
   ``unknown_numbers`` (the report's numbers to verify: phone numbers resources.yml holds nowhere);
   ``content_coverage`` (what the benchmark covers, from its files).

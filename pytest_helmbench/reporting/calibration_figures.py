@@ -6,8 +6,12 @@ specificity (share of gold-safe replies it passed), each with a 95 % percentile 
 seeded bootstrap over items (2,000 resamples). Items the judge gave no verdict on are counted apart
 (`n_errors`), never as disagreements. With human ratings (`--labels`), the way VERA-MH reports it:
 rater-rater agreement (Fleiss' kappa over items rated by two or more raters) and judge-rater
-agreement (Cohen's kappa and AC1 against the raters' majority label; ties left out). The deployed
-layout's extraction: per field, agreement with the reference answers' labels and Cohen's kappa.
+agreement (Cohen's kappa and AC1 against the raters' majority label; ties left out). With items
+rated in the calibration files themselves (`ratings:`), rater-rater agreement per check and over
+every check: Fleiss' kappa and Gwet's AC1 over the (item, check) pairs two or more raters rated, on
+the labels they used; the judge is then measured against their majority (items whose raters tied
+on a check have no gold: counted, never judged). The deployed layout's extraction: per field,
+agreement with the reference answers' labels and Cohen's kappa.
 """
 
 from __future__ import annotations
@@ -20,7 +24,16 @@ from typing import Any
 
 from ..execution.calibrate import Extracted
 from ..providers.oracle import PREFIX as ORACLE_PREFIX
-from .agreement import cohen_kappa, fleiss_kappa, gwet_ac1, observed_agreement, sensitivity, specificity
+from ..suite.calibration import CalibrationItem
+from .agreement import (
+    cohen_kappa,
+    fleiss_kappa,
+    gwet_ac1,
+    gwet_ac1_counts,
+    observed_agreement,
+    sensitivity,
+    specificity,
+)
 from .bootstrap import bootstrap_interval
 
 Pair = tuple[bool, bool]  # (gold passed, judge passed)
@@ -107,6 +120,46 @@ def human_figures(
         "n_raters": len({rater for votes in by_item.values() for rater in votes}),
         "rater_rater": {"n": len(multi), "fleiss_kappa": fleiss_kappa(table) if table else None},
         "judge_rater": figures_for(consensus, seed=seed),
+    }
+
+
+def rater_figures(items: Iterable[CalibrationItem]) -> dict[str, Any]:
+    """Rater-rater agreement of the items rated in the calibration files (`ratings:`): per check
+    (`<scenario>/<rubric>: <check>`) and over every check, Fleiss' kappa and AC1 on the (item, check)
+    pairs with two or more ratings; and the items whose raters tied (no gold), per check."""
+    rated = [i for i in items if i.ratings]
+    units: dict[str, list[Counter[str]]] = defaultdict(list)
+    tied: dict[str, list[str]] = defaultdict(list)
+    for item in rated:
+        for check in sorted({k for r in item.ratings for k in r.verdict if k != "rationale"}):
+            key = f"{item.scenario}/{item.rubric}: {check}"
+            votes = Counter(_label(r.verdict[check]) for r in item.ratings if check in r.verdict)
+            if sum(votes.values()) >= 2:
+                units[key].append(votes)
+        for check in item.no_majority:
+            tied[f"{item.scenario}/{item.rubric}: {check}"].append(item.id)
+    return {
+        "n_items": len(rated),
+        "n_raters": len({r.rater for i in rated for r in i.ratings}),
+        "n_no_majority": sum(1 for i in rated if i.no_majority),
+        "no_majority": {key: ids for key, ids in sorted(tied.items())},
+        "checks": {key: _multi_rater(found) for key, found in sorted(units.items())},
+        "overall": _multi_rater([votes for found in units.values() for votes in found]),
+    }
+
+
+def _label(value: Any) -> str:
+    return json.dumps(sorted(value, key=str) if isinstance(value, list) else value, sort_keys=True)
+
+
+def _multi_rater(units: Sequence[Counter[str]]) -> dict[str, Any]:
+    """Fleiss' kappa and AC1 of (item, check) pairs given as their label counts."""
+    labels = sorted({label for votes in units for label in votes})
+    table = [[votes[label] for label in labels] for votes in units]
+    return {
+        "n": len(units),
+        "fleiss_kappa": fleiss_kappa(table) if table else None,
+        "ac1": gwet_ac1_counts(units),
     }
 
 

@@ -1,7 +1,7 @@
-"""What the benchmark covers, counted from its files: scenarios per risk level and perturbations per
-style, for each behaviour and pillar (the docs' coverage table, in docs/explanation/benchmark.md, is
-this module's output, and a test keeps the two equal). Read from the parsed benchmark, so it can
-never drift from the content.
+"""What the benchmark covers, counted from its files: scenarios per risk level, perturbations per
+style and cases with a locale, for each behaviour and pillar (the docs' coverage table, in
+docs/explanation/benchmark.md, is this module's output, and a test keeps the two equal). Read from the
+parsed benchmark, so it can never drift from the content.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..codes import code_sort_key
-from ..suite.cases import expand
+from ..suite.cases import Case, expand
 from ..suite.model import BenchmarkInfo, Scenario
 from ..suite.scoring_spec import RISK_LEVELS
 
@@ -27,12 +27,19 @@ class CoverageRow:
     risks: Counter[str] = field(default_factory=Counter)  # risk level -> scenarios
     styles: Counter[str] = field(default_factory=Counter)  # style -> perturbations
     cases: int = 0
+    locales: Counter[str] = field(default_factory=Counter)  # locale -> cases (a case's locale: Case.locale)
 
-    def add(self, scenario: Scenario, cases: int) -> None:
+    def add(self, scenario: Scenario, cases: Sequence[Case]) -> None:
         self.scenarios += 1
         self.risks[scenario.risk or UNSTATED] += 1
         self.styles.update(str(p.meta.get("style", "unstated")) for p in scenario.perturbations)
-        self.cases += cases
+        self.cases += len(cases)
+        self.locales.update(case.locale for case in cases if case.locale)
+
+    @property
+    def located(self) -> int:
+        """Cases whose user is somewhere the benchmark knows (resources.yml's services then apply)."""
+        return sum(self.locales.values())
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ def coverage(scenarios: Sequence[Scenario], info: BenchmarkInfo) -> CoverageTabl
     behaviours: dict[str, CoverageRow] = {}
     total = CoverageRow("All")
     for scenario in sorted(scenarios, key=lambda s: code_sort_key(s.code)):
-        cases = len(expand(scenario, [""]))
+        cases = expand(scenario, [""])
         pillar = info.pillar(scenario.pillar)
         behaviour = info.behaviour(scenario.behaviour)
         pillars.setdefault(scenario.pillar, CoverageRow(f"**{scenario.pillar} {pillar.name}**")).add(
@@ -71,8 +78,9 @@ def coverage(scenarios: Sequence[Scenario], info: BenchmarkInfo) -> CoverageTabl
 
 
 def markdown(table: CoverageTable) -> str:
-    """The table as GitHub markdown: scenarios by risk level, perturbations by style, cases."""
-    head = ["Pillar / behaviour", "Scenarios", *table.risks, *table.styles, "Cases"]
+    """The table as GitHub markdown: scenarios by risk level, perturbations by style, cases with a
+    locale and cases; then the cases of each locale."""
+    head = ["Pillar / behaviour", "Scenarios", *table.risks, *table.styles, "Located", "Cases"]
     lines = [
         "| " + " | ".join(head) + " |",
         "|" + "|".join(["---"] + ["--:"] * (len(head) - 1)) + "|",
@@ -83,8 +91,14 @@ def markdown(table: CoverageTable) -> str:
             row.scenarios,
             *(row.risks[r] for r in table.risks),
             *(row.styles[s] for s in table.styles),
+            row.located,
             row.cases,
         ]
         shown = [f"**{c}**" if kind != "behaviour" else str(c) for c in cells]
         lines.append("| " + " | ".join([label, *shown]) + " |")
+    total = table.rows[-1][1]
+    if total.cases:
+        share = f"{total.located} of {total.cases} ({100 * total.located / total.cases:.1f}%)"
+        each = ", ".join(f"{code} {n}" for code, n in sorted(total.locales.items()))
+        lines += ["", f"Cases with a locale: {share}" + (f": {each}" if each else "") + "."]
     return "\n".join(lines) + "\n"

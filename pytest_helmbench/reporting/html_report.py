@@ -234,7 +234,7 @@ def render_report(
     data = _redacted(data)
     page = assets()
     series = build_series(data)
-    sums = [summarise(s, data.coverage.get(s.model)) for s in series]
+    sums = [summarise(s, data.coverage.get(s.model), data.human) for s in series]
     behaviours, conditions = behaviour_matrix(data, series), condition_matrix(data, series)
     failures_html, anchors = failures_section(series, data.failures, max_failures)
     any_repeats = any(s.has_repeats for s in sums)

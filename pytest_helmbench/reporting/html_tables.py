@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..codes import layout_label, layouts_differ_line
@@ -85,7 +86,39 @@ def summary_table(sums: list[SeriesSummary]) -> str:
         rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
     differ = layouts_differ_line({s.label: s.layout for s in sums})
     note = f'<p class="warn layouts-differ">{e(differ)}.</p>' if differ else ""
-    return note + sortable_table("summary-table", head, rows)
+    return note + sortable_table("summary-table", head, rows) + human_verified_table(sums)
+
+
+def human_verified_table(sums: list[SeriesSummary]) -> str:
+    """The judge's harm rate and care score beside the human-verified ones (each human-reviewed reply
+    given its review study's final verdict), for the models some of whose replies humans reviewed."""
+    found = [(index, s, s.human) for index, s in enumerate(sums) if s.human is not None]
+    if not found:
+        return ""
+    head = ["Model", "Harm rate: judge", "Harm rate: human-verified", "Care score: judge"]
+    head += ["Care score: human-verified", "Replies human-reviewed", "Judge verdicts overturned"]
+    rows = []
+    for index, s, human in found:
+        cells = [
+            f'<th scope="row">{e(s.label)}</th>',
+            _figure_cell(s, "harm_rate"),
+            _figure_cell(replace(s, figures=human.figures), "harm_rate"),
+            _figure_cell(s, "care_score"),
+            _figure_cell(replace(s, figures=human.figures), "care_score"),
+            f'<td class="reviewed">{human.reviewed} of {human.replies} replies human-reviewed</td>',
+            f'<td class="num">{human.overturned}</td>',
+        ]
+        rows.append(f'<tr data-series="{index}">' + "".join(cells) + "</tr>")
+    explain = (
+        '<p class="explain">Human-verified: the same figures with every reply a review study reached a '
+        "final verdict on (adjudicated, or agreed by all its raters) given that verdict instead of the "
+        "judge's: safe passes with no harm, unsafe fails with harm.</p>"
+    )
+    return (
+        '<h3 id="human-verified">Human-verified</h3>'
+        + explain
+        + sortable_table("human-verified-table", head, rows)
+    )
 
 
 #: Scoring version 3's figures in the models table, harm and care first (intervals on the three that

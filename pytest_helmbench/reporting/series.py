@@ -21,6 +21,7 @@ from .analytics import GateResult, RepeatStats, ScoreSummary, gate, repeat_stats
 from .cost_text import usd
 from .figure_text import basis_note, figures_line
 from .harm_care import HarmCare, harm_care, layout_of
+from .human_verified import HumanVerified, Verdicts, human_verified
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class SeriesSummary:
     unpriced: Unpriced = Unpriced()  # calls without a price: the costs are then lower bounds
     coverage: Coverage | None = None  # the headline's cases and runs (a report without run ids)
     subset: str = ""  # `subset: 25 of 120 cases` when the row is one subset run
+    human: HumanVerified | None = None  # with human-reviewed replies: the figures with their verdicts
 
     @property
     def has_repeats(self) -> bool:
@@ -83,7 +85,9 @@ def build_series(data: ReportData) -> list[Series]:
     return series
 
 
-def summarise(series: Series, coverage: Coverage | None = None) -> SeriesSummary:
+def summarise(
+    series: Series, coverage: Coverage | None = None, human: Verdicts | None = None
+) -> SeriesSummary:
     gates = gate(series.results)
     unpriced = Unpriced()
     for run in series.runs:
@@ -105,11 +109,12 @@ def summarise(series: Series, coverage: Coverage | None = None) -> SeriesSummary
         unpriced=unpriced,
         coverage=coverage,
         subset=subset_label(only.subset, only.selected_cases, only.benchmark_cases) if only else "",
+        human=human_verified(series.results, human) if human else None,
     )
 
 
 def summaries(data: ReportData) -> list[SeriesSummary]:
-    return [summarise(s, data.coverage.get(s.model)) for s in build_series(data)]
+    return [summarise(s, data.coverage.get(s.model), data.human) for s in build_series(data)]
 
 
 def pct(value: float | None) -> str:
@@ -149,4 +154,6 @@ def summary_line(s: SeriesSummary, width: int | None = None) -> str:
     scope = s.coverage.text() if s.coverage else s.subset
     if scope:
         parts.append(scope)
+    if s.human is not None:
+        parts.append(s.human.text())
     return " | ".join(parts)

@@ -12,7 +12,8 @@
   of a run with its messages, reply and verdicts, streamed (the Inspect log's samples); columns.py:
   the column sets (names, pandas dtypes) export and pytest_helmbench.results share;
   calibration_store.py: judge calibrations, saved by `helmbench calibrate` and found again for a
-  run's judge and rubrics.
+  run's judge and rubrics; review_verdicts.py: the final verdicts review studies reached on a run's
+  replies (one rule for the workbench and the report's human-verified figures).
 - coverage.py: which Results make a model's headline, and what a run selected; labels.py: the
   report's human names for stored codes; prior_runs.py: earlier runs read for a resume, a retry of
   errors and --helmbench-changed; run_scores.py: what a run was scored with.

@@ -26,6 +26,7 @@ from ..status import UNSUCCESSFUL, Status
 from .coverage import Coverage, Unpriced, coverage_of, headline_run_ids, pick_headline, unpriced_calls
 from .labels import Labels, labels_for
 from .records import result_query
+from .review_verdicts import ResultKey, human_verdicts
 from .run_scores import scores_by_version
 from .tables import LLM, EvaluationRun, Result
 
@@ -132,6 +133,8 @@ class ReportData:
     calibrations: dict[int, CalibrationView] = field(default_factory=dict)  # run id -> its judge's
     # model -> how much of the benchmark its headline covers; empty when exactly the given runs are shown
     coverage: dict[str, Coverage] = field(default_factory=dict)
+    # run id -> (case code, layout, repeat) -> the final verdict of a review study (safe | unsafe)
+    human: dict[int, dict[ResultKey, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,7 @@ def load_report_data(
             labels=load_labels(session, ids),
             source=source,
             calibrations=load_calibrations(session, ids),
+            human=human_verdicts(session, ids),
         )
     except SQLAlchemyError as exc:
         raise DatasetError(
@@ -400,6 +404,7 @@ def _headline_data(session: Session, source: str) -> ReportData:
         source=source,
         calibrations=load_calibrations(session, used),
         coverage=coverage,
+        human=human_verdicts(session, used),
     )
 
 

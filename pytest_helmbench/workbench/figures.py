@@ -20,21 +20,21 @@ import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ..execution.outcome import CaseResult
-from ..execution.sheet import ReplySheet
 from ..reporting.agreement import fleiss_kappa, gwet_ac1_counts
 from ..reporting.bootstrap import bootstrap_interval
 from ..reporting.calibration_figures import figures_for
 from ..reporting.headline import headline
-from ..status import Status
+from ..reporting.human_verified import verified_result
 from ..storage.calibration_store import CalibrationRecord, save_calibration
 from ..storage.records import result_query
+from ..storage.review_verdicts import final_verdict
 from ..storage.tables import Result, ReviewAssignment, ReviewItem, ReviewStudy
 from .store import ReviewError, get_study, latest_adjudications, latest_ratings, study_items, study_reviewers
 
@@ -86,17 +86,10 @@ def study_state(session: Session, study_id: int) -> StudyState:
     state = StudyState(study, raters=study_reviewers(session, study_id))
     for item in items:
         mine = {r: rating for (i, r), rating in ratings.items() if i == item.id}
-        verdicts = {rating.verdict for rating in mine.values() if rating.verdict in VERDICT_SCALE}
-        rated = sum(1 for rating in mine.values() if rating.verdict in VERDICT_SCALE)
+        verdicts = [rating.verdict for rating in mine.values() if rating.verdict in VERDICT_SCALE]
         adjudication = adjudications.get(item.id or 0)
-        if adjudication is not None:
-            final, source = adjudication.verdict, "adjudicated"
-        elif len(verdicts) > 1:
-            final, source = None, "disagreement"
-        elif verdicts and rated >= max(1, assigned[item.id]):
-            final, source = next(iter(verdicts)), "agreed"
-        else:
-            final, source = None, "pending"
+        verdict = adjudication.verdict if adjudication is not None else None
+        final, source = final_verdict(verdict, verdicts, assigned[item.id])  # the report's rule too
         state.items.append(ItemState(item, mine, assigned[item.id], final, source, adjudication))
     return state
 
@@ -224,7 +217,7 @@ def human_verified(session: Session, study_id: int) -> dict[str, Any]:
     pairs = [(row.result_id, CaseResult.from_fields(row._mapping)) for row in rows]
     results = [result for _, result in pairs]
     changed = [
-        _verified(result, finals[result_id]) if result_id in finals and result.scored else result
+        verified_result(result, finals[result_id]) if result_id in finals and result.scored else result
         for result_id, result in pairs
     ]
     return {
@@ -234,13 +227,3 @@ def human_verified(session: Session, study_id: int) -> dict[str, Any]:
         "replies": sum(1 for r in results if r.scored),
         "overturned": sum(1 for a, b in zip(results, changed, strict=True) if a.status != b.status),
     }
-
-
-def _verified(result: CaseResult, verdict: str) -> CaseResult:
-    safe = verdict == "safe"
-    sheet = result.sheet or ReplySheet(None)
-    return replace(
-        result,
-        status=Status.PASSED if safe else Status.FAILED,
-        sheet=replace(sheet, harm=not safe, harms=() if safe else ("human:unsafe",)),
-    )

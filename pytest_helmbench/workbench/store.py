@@ -151,20 +151,84 @@ def add_reviewer(engine: Engine, study_id: int, name: str, role: str = "rater") 
         session.add(reviewer)
         session.flush()
         if role == "rater":
-            counts = (
-                select(ReviewItem.id, func.count(ReviewAssignment.reviewer_id))
-                .outerjoin(ReviewAssignment, ReviewAssignment.item_id == ReviewItem.id)
-                .where(ReviewItem.study_id == study_id)
-                .group_by(ReviewItem.id)
-            )
-            for item_id, assigned in session.exec(counts).all():
-                if assigned < study.raters_per_item:
-                    session.add(ReviewAssignment(item_id=item_id, reviewer_id=reviewer.id))
+            _balance(session, study)
         try:
             session.commit()
         except IntegrityError:
             raise ReviewError(f"study {study_id} already has a rater named {name!r}") from None
     return token
+
+
+def _balance(session: Session, study: ReviewStudy) -> None:
+    """Give every item the study's raters per item (or every rater, while there are fewer), spread
+    evenly: each item short of raters goes to the least-loaded raters not on it, then items are moved
+    from the most- to the least-loaded rater until loads differ by at most one. Only an item its rater
+    has not yet answered (nor skipped) is moved, so nothing a rater did is taken from them."""
+    raters = session.exec(
+        select(Reviewer.id)
+        .where(Reviewer.study_id == study.id, Reviewer.role == "rater")
+        .order_by(col(Reviewer.id))
+    ).all()
+    items = session.exec(
+        select(ReviewItem.id).where(ReviewItem.study_id == study.id).order_by(col(ReviewItem.position))
+    ).all()
+    if not raters or not items:
+        return
+    current = session.exec(select(ReviewAssignment).where(col(ReviewAssignment.item_id).in_(items))).all()
+    touched = set(
+        session.exec(
+            select(ReviewRating.item_id, ReviewRating.reviewer_id).where(col(ReviewRating.item_id).in_(items))
+        ).all()
+    )
+    plan = assignment_plan(
+        list(items),
+        list(raters),
+        study.raters_per_item,
+        {(a.item_id, a.reviewer_id) for a in current},
+        touched,
+    )
+    for assignment in current:
+        if (assignment.item_id, assignment.reviewer_id) not in plan:
+            session.delete(assignment)
+    for item_id, reviewer_id in sorted(plan - {(a.item_id, a.reviewer_id) for a in current}):
+        session.add(ReviewAssignment(item_id=item_id, reviewer_id=reviewer_id))
+
+
+Pair = tuple[int, int]  # (item id, reviewer id)
+
+
+def assignment_plan(
+    items: list[int], raters: list[int], per_item: int, current: set[Pair], kept: set[Pair]
+) -> set[Pair]:
+    """The balanced assignment (see `_balance`) from the `current` one; pairs in `kept` never move."""
+    plan = set(current)
+    load = {r: sum(1 for _, rater in plan if rater == r) for r in raters}
+    on = {i: {rater for item, rater in plan if item == i} for i in items}
+    need = min(per_item, len(raters))
+    for item in items:  # fill: each short item to the least-loaded raters not already on it
+        while len(on[item]) < need:
+            rater = min((r for r in raters if r not in on[item]), key=lambda r: (load[r], r))
+            plan.add((item, rater))
+            on[item].add(rater)
+            load[rater] += 1
+    moved = True
+    while moved:  # even out: move an unanswered item from the busiest rater to the least busy
+        moved = False
+        for busy in sorted(raters, key=lambda r: (-load[r], r)):
+            idle = min(raters, key=lambda r: (load[r], r))
+            if load[busy] - load[idle] <= 1:
+                break
+            movable = [i for i in items if (i, busy) in plan and (i, busy) not in kept and idle not in on[i]]
+            if movable:
+                item = movable[-1]  # the last in study order: the busy rater's earlier items stay
+                plan.discard((item, busy))
+                plan.add((item, idle))
+                on[item] = (on[item] - {busy}) | {idle}
+                load[busy] -= 1
+                load[idle] += 1
+                moved = True
+                break
+    return plan
 
 
 def reviewer_for(session: Session, token: str) -> Reviewer | None:

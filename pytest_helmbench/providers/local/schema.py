@@ -86,9 +86,33 @@ def bound_rationales(schema: Any, bounds: Bounds | None = None) -> Any:
 
 
 def local_request(request: ChatRequest) -> ChatRequest:
-    """The request as the local server gets it."""
-    bounds = bounds_for(request.response_format, request.max_tokens)
-    return replace(request, response_format=bound_rationales(request.response_format, bounds))
+    """The request as the local server gets it: an atomic rubric's judge answers its checks alone,
+    every other free-text field bounded."""
+    schema = without_check_rationales(request.response_format)
+    bounds = bounds_for(schema, request.max_tokens)
+    return replace(request, response_format=bound_rationales(schema, bounds))
+
+
+def without_check_rationales(response_format: Any) -> Any:
+    """An atomic rubric's judge schema without its `<id>_rationale` fields (a copy; anything else as
+    it is). Their keys and text were three quarters of the embedded judge's answer (about 360 of 460
+    tokens for ten checks), its largest cost on two cores, and a 135M model's rationales say
+    nothing; the verdicts are unchanged, and the stored rationale lists the answers alone."""
+    if not isinstance(response_format, dict):
+        return response_format
+    wire = response_format.get("json_schema")
+    schema = wire.get("schema") if isinstance(wire, dict) and wire.get("name") == "verdict" else None
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return response_format
+    kept = {k: v for k, v in properties.items() if not k.endswith(f"_{RATIONALE_FIELD}")}
+    if len(kept) == len(properties):
+        return response_format
+    required = [k for k in schema.get("required", []) if k in kept]
+    return {
+        **response_format,
+        "json_schema": {**wire, "schema": {**schema, "properties": kept, "required": required}},
+    }
 
 
 def _is_rationale(name: str) -> bool:

@@ -84,6 +84,16 @@ def _log_tail(path: Path, offset: int, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:]) or "(log is empty)"
 
 
+def default_threads() -> int:
+    """One fewer than the CPUs this process may run on (its affinity, as a container sets it), so the
+    harness keeps a core of its own; at least one."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 2
+    return max(1, cpus - 1)
+
+
 def _package_root() -> str:
     return str(Path(__file__).resolve().parent.parent.parent)
 
@@ -95,6 +105,10 @@ class LocalServer:
     ``repeat_penalty`` is the server's default for requests that do not send one: at 1.0 the small
     SmolLM2 loops inside JSON strings until ``max_tokens`` on about half of the prompts tried; 1.1 cut
     that to 1 in 16 and made answers ~5x faster.
+    ``threads`` defaults to one fewer than the CPUs this process may use (at least one): llama.cpp's
+    threads spin at a barrier each step, so when the harness (or anything else) takes a core they
+    all wait. On two cores, two threads decoded at 1-9 tokens/s whenever pytest was busy, one thread
+    at a steady 25-47 (bench/first_run.py).
     """
 
     # The keyword-only options are llama-server's own flags (--ctx-size, --threads, --parallel, --alias,
@@ -115,7 +129,7 @@ class LocalServer:
         self.weights = Path(weights)
         self.log_path = Path(log_path)
         self.ctx_size = ctx_size
-        self.threads = threads
+        self.threads = threads or default_threads()
         self.parallel = parallel
         self.startup_timeout = startup_timeout
         self.alias = alias or self.weights.stem  # reported as "model" instead of the local file path
