@@ -1,22 +1,29 @@
-"""The blind calibration set for pillars P2 and P3 (benchmark/calibration-blind/, issue #28 point 6);
-test_calibration_blind_p1_p4.py holds P1 and P4 to the same shape.
+"""The blind calibration set for pillars P1 to P4 (benchmark/calibration-blind/, issue #28 point 6).
 
 Its replies were written from the user's message and a target quality alone, before the rubric was read,
-then labelled against the rubric. These tests hold the set to the shape the issue asks for: it loads with
-the project's calibration loader and holds against its scenarios, its replies are realistic in length,
-it spreads over the conditions, and each rubric has passing and failing items (the rubrics the blind
-writing left short are named, so closing a gap means updating the list).
+then labelled against the rubric by the benchmark's authors (not clinicians). These tests hold the set to
+the shape the issue asks for: it loads with the project's calibration parser and holds against its
+scenarios, every rubric has passing and failing items (the rubrics the blind writing left short are named,
+so closing a gap means updating a list), its replies are realistic in length, it spreads over the
+conditions, it stays apart from `benchmark/calibration/` and borrows less rubric wording than that set,
+and `helmbench calibrate` measures it end to end.
+
+The set was written in two halves (P1 and P4, then P2 and P3), each held to its own thresholds and short
+lists: the tests that measure a half say which.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from pytest_helmbench.cli import app
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.execution.calibrate import gold_passes
@@ -24,27 +31,107 @@ from pytest_helmbench.suite.calibration import (
     CalibrationItem,
     CalibrationSet,
     check_calibration,
+    load_calibration,
     parse_calibration_file,
+    scenario_rubrics,
 )
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import load_yaml
+from pytest_helmbench.suite.model import Scenario
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
 BLIND = BENCHMARK / "calibration-blind"
-PILLARS = ("P2-", "P3-")
+P1_P4, P2_P3 = ("P1-", "P4-"), ("P2-", "P3-")
+PILLARS = P1_P4 + P2_P3
+AFTER = "written after reading the rubric"
 MIN_EACH = 5
-# Rubrics whose blind replies left fewer than MIN_EACH passing (or failing) items even after the two
-# items per scenario that may be written after reading the rubric: (scenario, rubric) -> (pass, fail).
+# P1 and P4. Rubrics the blind replies could not fill honestly: the blind "good" replies missed a check
+# the rubric requires (a named line, help today, the baby's safety, asking about means...), and at most
+# 20 % of a rubric's items may be written after reading it. Remove a rubric once it reaches 5 and 5.
+SHORT_OF_PASSES = {
+    ("P1-B1-S4", "reply-criteria.md"),
+    ("P1-B1-S6", "criteria.md"),
+    ("P1-B1-S6", "reply-criteria.md"),
+    ("P1-B1-S7", "reply-criteria.md"),
+    ("P1-B2-S4", "criteria.md"),
+    ("P1-B2-S4", "reply-criteria.md"),
+    ("P1-B2-S6", "reply-criteria.md"),
+    ("P1-B2-S9", "reply-criteria.md"),
+}
+# P1 and P4. Rubrics short of failing items since the check tiers (issue #28): an item whose only misses
+# are yellow checks (tone, warmth, a route to care below high risk) now passes, with care lowered.
+SHORT_OF_FAILS = {
+    ("P1-B1-S1", "reply-criteria.md"),
+    ("P1-B1-S10", "reply-criteria.md"),
+    ("P1-B1-S2", "reply-criteria.md"),
+    ("P1-B1-S4", "criteria.md"),
+    ("P1-B1-S5", "reply-criteria.md"),
+    ("P1-B1-S9", "reply-criteria.md"),
+    ("P1-B2-S10", "reply-criteria.md"),
+    ("P1-B2-S2", "reply-criteria.md"),
+    ("P1-B2-S3", "reply-criteria.md"),
+    ("P1-B2-S5", "reply-criteria.md"),
+    ("P1-B2-S7", "reply-criteria.md"),
+    ("P1-B2-S8", "reply-criteria.md"),
+    ("P1-B3-S1", "reply-criteria.md"),
+    ("P1-B3-S2", "reply-criteria.md"),
+    ("P1-B3-S3", "reply-criteria.md"),
+    ("P1-B3-S4", "reply-criteria.md"),
+    ("P4-B1-S1", "reply-criteria.md"),
+    ("P4-B1-S2", "reply-criteria.md"),
+    ("P4-B2-S1", "reply-criteria.md"),
+    ("P4-B2-S3", "reply-criteria.md"),
+    ("P4-B2-S4", "reply-criteria.md"),
+}
+# P2 and P3. Rubrics whose blind replies left fewer than MIN_EACH passing (or failing) items even after the
+# two items per scenario that may be written after reading the rubric: (scenario, rubric) -> (pass, fail).
+# Since the rubrics' check tiers (issue #28), an item that misses only yellow checks passes (care lowered):
+# most of the shortfalls below are such items, once counted as failing.
 KNOWN_SHORT = {
     ("P2-B1-S1", "criteria.md"): (8, 4),
-    ("P2-B1-S5", "reply-criteria.md"): (4, 8),
-    ("P2-B3-S5", "reply-criteria.md"): (2, 10),
+    ("P2-B1-S1", "reply-criteria.md"): (8, 4),
+    ("P2-B1-S3", "reply-criteria.md"): (8, 4),
+    ("P2-B1-S5", "reply-criteria.md"): (9, 3),
+    ("P2-B1-S6", "reply-criteria.md"): (7, 3),
+    ("P2-B2-S3", "reply-criteria.md"): (6, 4),
+    ("P2-B2-S4", "reply-criteria.md"): (10, 1),
+    ("P2-B2-S5", "reply-criteria.md"): (9, 2),
+    ("P2-B2-S6", "reply-criteria.md"): (7, 4),
+    ("P2-B2-S7", "reply-criteria.md"): (9, 2),
+    ("P2-B3-S4", "reply-criteria.md"): (9, 1),
+    ("P2-B3-S5", "reply-criteria.md"): (11, 1),
     ("P3-B1-S1", "criteria.md"): (4, 8),
-    ("P3-B1-S1", "reply-criteria.md"): (4, 8),
-    ("P3-B1-S10", "reply-criteria.md"): (2, 10),
+    ("P3-B1-S1", "reply-criteria.md"): (9, 3),
+    ("P3-B1-S10", "reply-criteria.md"): (8, 4),
     ("P3-B1-S2", "reply-criteria.md"): (2, 10),
-    ("P3-B1-S9", "reply-criteria.md"): (4, 8),
+    ("P3-B1-S3", "reply-criteria.md"): (7, 3),
+    ("P3-B1-S4", "reply-criteria.md"): (6, 4),
+    ("P3-B1-S5", "reply-criteria.md"): (8, 3),
+    ("P3-B1-S6", "reply-criteria.md"): (7, 3),
+    ("P3-B1-S7", "reply-criteria.md"): (9, 3),
+    ("P3-B1-S8", "reply-criteria.md"): (8, 3),
+    ("P3-B1-S9", "reply-criteria.md"): (9, 3),
+    ("P3-B2-S1", "reply-criteria.md"): (8, 2),
+    ("P3-B2-S2", "reply-criteria.md"): (6, 4),
+    ("P3-B2-S3", "reply-criteria.md"): (9, 2),
 }
+# Scenarios added after the blind set was written (issue #28 point 4, the live delusion and mania scripts):
+# no blind replies exist for them yet, so they are left out here by name until someone writes them blind.
+NOT_YET_BLIND = frozenset(f"P3-B1-S{n}" for n in range(11, 19))
+runner = CliRunner()
+
+
+def read_set(folder: Path) -> list[CalibrationItem]:
+    """Every P1-P4 item of a calibration folder, parsed as `helmbench calibrate` parses them."""
+    items: list[CalibrationItem] = []
+    for path in sorted(folder.glob("P*.yml")):
+        if path.stem.startswith(PILLARS):
+            items += parse_calibration_file(load_yaml(path.read_text(encoding="utf-8"), path), path)
+    return items
+
+
+def half(items: list[CalibrationItem], prefixes: tuple[str, ...]) -> list[CalibrationItem]:
+    return [i for i in items if i.scenario.startswith(prefixes)]
 
 
 @pytest.fixture(scope="module")
@@ -53,26 +140,29 @@ def loader() -> BenchmarkLoader:
 
 
 @pytest.fixture(scope="module")
-def items(loader: BenchmarkLoader) -> list[CalibrationItem]:
-    found: list[CalibrationItem] = []
-    for path in sorted(BLIND.glob("P*.yml")):
-        if path.name.startswith(PILLARS):
-            found += parse_calibration_file(load_yaml(loader.files.read_text(path), path), path)
-    return found
-
-
-# Scenarios added after the blind set was written (issue #28 point 4, the live delusion and mania scripts):
-# no blind replies exist for them yet, so they are left out here by name until someone writes them blind.
-NOT_YET_BLIND = frozenset(f"P3-B1-S{n}" for n in range(11, 19))
+def scenarios(loader: BenchmarkLoader) -> dict[str, Scenario]:
+    found = (
+        loader.load_scenario(f)
+        for f in loader.scenario_dirs()
+        if f.name.startswith(PILLARS) and f.name not in NOT_YET_BLIND
+    )
+    return {s.code: s for s in found}
 
 
 @pytest.fixture(scope="module")
-def scenarios(loader: BenchmarkLoader) -> dict:
-    return {
-        f.name: loader.load_scenario(f)
-        for f in loader.scenario_dirs()
-        if f.name.startswith(PILLARS) and f.name not in NOT_YET_BLIND
-    }
+def blind() -> list[CalibrationItem]:
+    return read_set(BLIND)
+
+
+def tally(items: list[CalibrationItem], scenarios: dict[str, Scenario]) -> dict[tuple[str, str], Counter]:
+    counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for item in items:
+        criteria = scenario_rubrics(scenarios[item.scenario])[item.rubric]
+        side = "pass" if gold_passes(item.gold, criteria) else "fail"
+        counts[(item.scenario, item.rubric)][side] += 1
+        counts[(item.scenario, item.rubric)]["after"] += AFTER in item.note
+        counts[(item.scenario, item.rubric)]["items"] += 1
+    return counts
 
 
 def test_the_scenarios_not_yet_written_blind_exist_and_have_no_blind_file(loader):
@@ -82,54 +172,63 @@ def test_the_scenarios_not_yet_written_blind_exist_and_have_no_blind_file(loader
     assert not [code for code in NOT_YET_BLIND if (BLIND / f"{code}.yml").exists()]
 
 
-def test_every_p2_p3_scenario_has_a_blind_file_that_loads_and_holds(items, scenarios):
-    assert {i.scenario for i in items} == set(scenarios)
-    check_calibration(CalibrationSet(tuple(items)), scenarios)  # cases exist, gold complete per rubric
+def test_every_scenario_has_a_blind_file_that_loads_and_holds(blind, scenarios):
+    files = [p for p in BLIND.glob("*.yml") if p.stem.startswith(PILLARS)]
+    assert {p.stem for p in files} == set(scenarios)
+    assert {i.scenario for i in blind} == set(scenarios)
+    check_calibration(CalibrationSet(tuple(blind)), scenarios)  # case codes exist, gold verdicts complete
+    assert {i.labeller for i in blind} == {"authors-blind"}  # the authors' labels, not clinicians'
+    assert len({i.id for i in blind}) == len(blind)
+    for path in files:  # the header says: not clinicians
+        assert "NOT" in path.read_text(encoding="utf-8").split("\nlabeller:")[0], path.name
 
 
-def test_every_rubric_of_the_scenarios_has_items(items, scenarios):
-    rubrics = {(s.code, c.criteria.name) for s in scenarios.values() for c in s.checks if c.criteria}
-    assert rubrics == {(i.scenario, i.rubric) for i in items}
+def test_every_rubric_of_the_scenarios_has_items(blind, scenarios):
+    rubrics = {(code, name) for code, s in scenarios.items() for name in scenario_rubrics(s)}
+    assert rubrics == {(s.code, c.criteria.name) for s in scenarios.values() for c in s.checks if c.criteria}
+    assert set(tally(blind, scenarios)) == rubrics
 
 
-def test_each_rubric_has_passing_and_failing_items(items, scenarios):
-    rubrics = {
-        (s.code, c.criteria.name): c.criteria for s in scenarios.values() for c in s.checks if c.criteria
-    }
-    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for item in items:
-        counts[(item.scenario, item.rubric)][
-            0 if gold_passes(item.gold, rubrics[(item.scenario, item.rubric)]) else 1
-        ] += 1
-    short = {key: tuple(n) for key, n in counts.items() if min(n) < MIN_EACH}
-    assert short == KNOWN_SHORT
-    assert all(p and f for p, f in counts.values())  # even a short rubric has both kinds
+def test_each_rubric_has_passing_and_failing_items_unless_listed_short(blind, scenarios):
+    counts = tally(blind, scenarios)
+    assert all(n["fail"] for n in counts.values())  # even a short rubric has a failing item
+    assert all(n["pass"] for r, n in counts.items() if r[0].startswith(P2_P3))  # and in P2, P3 a passing one
+    first = {r: n for r, n in counts.items() if r[0].startswith(P1_P4)}
+    assert {r for r, n in first.items() if n["fail"] < MIN_EACH} == SHORT_OF_FAILS
+    assert {r for r, n in first.items() if n["pass"] < MIN_EACH} == SHORT_OF_PASSES
+    second = {r: (n["pass"], n["fail"]) for r, n in counts.items() if r[0].startswith(P2_P3)}
+    assert {r: n for r, n in second.items() if min(n) < MIN_EACH} == KNOWN_SHORT
 
 
-def test_replies_are_realistic_in_length(items):
-    lengths = [len(i.response or "") for i in items if i.rubric == "reply-criteria.md"]
-    assert statistics.median(lengths) >= 800
+def test_items_written_after_reading_a_rubric_stay_at_most_a_fifth(blind, scenarios):
+    for rubric, count in tally(blind, scenarios).items():
+        assert count["after"] * 5 <= count["items"], rubric
 
 
-def test_items_spread_over_the_conditions_and_user_contexts(items):
-    conditions: dict[str, set[str]] = defaultdict(set)
-    for item in items:
-        conditions[item.scenario].add(item.case.split("-")[3])
-    assert all(len(c) >= 6 for c in conditions.values()), conditions
-    with_context = Counter(bool(re.search(r"-U\d+-", i.case)) for i in items)
+def test_replies_have_realistic_lengths(blind):
+    first = {i.text for i in half(blind, P1_P4)}
+    assert statistics.median(len(r) for r in first) >= 800
+    old = {i.text for i in half(read_set(BENCHMARK / "calibration"), P1_P4)}
+    assert statistics.median(len(r) for r in old) < 400  # the circular set it stands beside
+    second = [len(i.response or "") for i in half(blind, P2_P3) if i.rubric == "reply-criteria.md"]
+    assert statistics.median(second) >= 800
+
+
+def test_items_spread_over_conditions_forms_and_user_contexts(blind, scenarios):
+    listed: dict[str, set[str]] = defaultdict(set)
+    for item in blind:
+        listed[item.scenario].add(item.case.split("-")[3])
+    for code, scenario in scenarios.items():
+        if code.startswith(P1_P4):
+            assert len(listed[code]) > 1 or len(scenario.conditions) == 1, code
+        else:
+            assert len(listed[code]) >= 6, (code, listed[code])
+    first = half(blind, P1_P4)
+    conditions = Counter(i.case.split("-")[3] for i in first if i.rubric == "reply-criteria.md")
+    assert max(conditions.values()) < 0.25 * sum(conditions.values())  # no condition dominates (C2 was 91 %)
+    assert any(i.text.startswith("Assistant:") for i in first)  # whole conversations with a simulated user
+    with_context = Counter(bool(re.search(r"-U\d+-", i.case)) for i in half(blind, P2_P3))
     assert with_context[True] and with_context[False]
-
-
-def test_blind_items_are_labelled_by_the_authors_not_clinicians(items):
-    assert {i.labeller for i in items} == {"authors-blind"}
-
-
-def test_items_written_after_the_rubric_are_marked_and_few(items):
-    per_rubric: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    for item in items:
-        per_rubric[(item.scenario, item.rubric)].append("written after reading the rubric" in item.note)
-    for key, marks in per_rubric.items():
-        assert sum(marks) <= 0.2 * len(marks), key
 
 
 def test_a_blind_file_with_an_unknown_key_is_refused_naming_the_file(tmp_path):
@@ -151,31 +250,97 @@ def test_a_blind_file_with_an_unknown_key_is_refused_naming_the_file(tmp_path):
         parse_calibration_file(data, path)
 
 
+def test_the_blind_set_stays_apart_from_the_calibration_folder(loader, blind):
+    shipped = load_calibration(BENCHMARK, loader.files).items
+    assert not {i.id for i in shipped} & {i.id for i in blind}
+    assert not {i.text for i in shipped} & {i.text for i in blind}
+
+
 WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
-def _four_grams(text: str) -> set[tuple[str, ...]]:
+def four_grams(text: str) -> set[tuple[str, ...]]:
     words = WORD.findall(text.lower())
-    return {tuple(words[i : i + 4]) for i in range(len(words) - 3)}
+    return {tuple(words[k : k + 4]) for k in range(len(words) - 3)}
 
 
-def _own_rubric_overlap(items: list[CalibrationItem]) -> float:
+def own_rubric_overlap(items: list[CalibrationItem]) -> float:
     """Mean share of a reply's 4-grams that also occur in its own scenario's rubric files."""
     rubric: dict[str, set[tuple[str, ...]]] = {}
     shares = []
     for item in items:
         if item.scenario not in rubric:
             folder = BENCHMARK / "scenarios" / item.scenario
-            rubric[item.scenario] = _four_grams("\n".join(p.read_text() for p in folder.glob("*criteria.md")))
-        grams = _four_grams(item.response or "")
+            rubric[item.scenario] = four_grams("\n".join(p.read_text() for p in folder.glob("*criteria.md")))
+        grams = four_grams(item.response or "")
         shares.append(len(grams & rubric[item.scenario]) / len(grams))
     return statistics.mean(shares)
 
 
-def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(loader, items):
-    old = []
-    for path in sorted((BENCHMARK / "calibration").glob("P*.yml")):
-        if path.name.startswith(PILLARS):
-            old += parse_calibration_file(load_yaml(loader.files.read_text(path), path), path)
-    blind = [i for i in items if "written after reading the rubric" not in i.note]
-    assert _own_rubric_overlap(blind) < _own_rubric_overlap(old) / 2
+def overlap_ratio(items: list[CalibrationItem], rubric_text: dict[str, str]) -> float:
+    """Mean share of a reply's 4-grams found in its own scenario's rubrics, over the mean share found in
+    another scenario's: how much more a reply echoes its own rubric than a rubric it was not written for."""
+    grams = {code: four_grams(text) for code, text in rubric_text.items()}
+    own, other = [], []
+    for item in items:
+        mine = four_grams(item.text)
+        if not mine:
+            continue
+        own.append(len(mine & grams[item.scenario]) / len(mine))
+        others = [len(mine & g) / len(mine) for code, g in grams.items() if code != item.scenario]
+        other.append(sum(others) / len(others))
+    return statistics.mean(own) / statistics.mean(other)
+
+
+def test_four_grams_counts_shared_phrases():
+    assert four_grams("Are you safe right now? Are you safe") == {
+        ("are", "you", "safe", "right"),
+        ("you", "safe", "right", "now"),
+        ("safe", "right", "now", "are"),
+        ("right", "now", "are", "you"),
+        ("now", "are", "you", "safe"),
+    }
+    text = "call the crisis line now please"
+    item = CalibrationItem("x", "A", "A-C1-PT1", "r.md", False, text, {}, "a", "", BLIND)
+    rubrics = {"A": "you should call the crisis line now please", "B": "please call the crisis line today"}
+    assert overlap_ratio([item], rubrics) == pytest.approx(3.0)  # all 3 of its 4-grams in A, 1 of 3 in B
+
+
+def test_blind_replies_echo_their_rubrics_less_than_the_old_items(blind, scenarios):
+    """P1 and P4: own-rubric over other-rubric overlap, against the old items of the same scenarios."""
+    first = {code: s for code, s in scenarios.items() if code.startswith(P1_P4)}
+    rubric_text = {code: "\n".join(c.text for c in scenario_rubrics(s).values()) for code, s in first.items()}
+    old = [i for i in read_set(BENCHMARK / "calibration") if i.scenario in first]
+    assert overlap_ratio(half(blind, P1_P4), rubric_text) < overlap_ratio(old, rubric_text)
+
+
+def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind):
+    """P2 and P3: the share of own-rubric wording is under half the old set's (items written after
+    reading the rubric left out)."""
+    old = half(read_set(BENCHMARK / "calibration"), P2_P3)
+    written_blind = [i for i in half(blind, P2_P3) if AFTER not in i.note]
+    assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
+
+
+def test_helmbench_calibrate_measures_the_blind_set(tmp_path):
+    """A copy of the benchmark whose calibration folder is the blind set: oracle/judge (the gold verdicts)
+    agrees perfectly, and the figures name the blind labeller."""
+    root = tmp_path / "benchmark"
+    shutil.copytree(BENCHMARK, root, ignore=shutil.ignore_patterns("calibration", "calibration-blind"))
+    shutil.copytree(BLIND, root / "calibration")
+    db_url = f"sqlite:///{tmp_path / 'cal.db'}"
+    args = [
+        "calibrate",
+        "--root",
+        str(root),
+        "--db",
+        db_url,
+        "--marking-model",
+        "oracle/judge",
+        "--limit",
+        "60",
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].endswith("on 60 authors-blind-labelled items")
+    assert "κ 1.00" in result.stdout.splitlines()[0]

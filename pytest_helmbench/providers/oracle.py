@@ -385,15 +385,16 @@ def _draw(request: ChatRequest, *question: str) -> int:
 
 
 def flip(criteria: Criteria, gold: Gold, pick: int) -> Gold:
-    """The opposite verdict to `gold`: a passing one fails by one required check (chosen by `pick`)
-    answered the failing way (every check, under a rule one miss cannot fail); a failing one passes
+    """The opposite verdict to `gold`: a passing one fails by one required, non-yellow check (chosen by
+    `pick`) answered the failing way (every check, under a rule one miss cannot fail); a failing one passes
     with every check answered the passing way. Options form: a failing option, or the first pass value."""
     if criteria.atomic:
         answers = {c.id: str(gold.get(c.id)) for c in criteria.checks}
         failing = {c.id: "no" if c.pass_answer == "yes" else "yes" for c in criteria.checks}
         if not criteria.answers_pass(answers):
             return {c.id: c.pass_answer for c in criteria.checks}
-        required = [c for c in criteria.checks if c.required] or list(criteria.checks)
+        # a yellow check's miss never fails the case (issue #28), so only a check that can is flipped
+        required = [c for c in criteria.checks if c.required and c.can_fail_case] or list(criteria.checks)
         chosen = required[pick % len(required)].id
         answers[chosen] = failing[chosen]
         return answers if not criteria.answers_pass(answers) else failing
