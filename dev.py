@@ -67,6 +67,8 @@ TEST_ARGS = ("tests", "-n", "2", "--dist", "loadgroup")
 #: session, server, browser or database server (tests/conftest.py marks those `e2e`), takes no seconds
 #: of its own (`slow`), runs no local model and no docs command. CI still runs everything.
 QUICK_MARKERS = "not e2e and not slow and not local_model and not doc_commands"
+#: The quick tier's arguments: those marks left out, a smaller property search (tests/conftest.py).
+QUICK_ARGS = ("-m", QUICK_MARKERS, "--hypothesis-profile=quick")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
 USAGE = "usage: python3 dev.py {bench|test [--quick]|setup} [pytest args]"
@@ -137,7 +139,7 @@ def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
     if action == "test" and extra[:1] == ["--quick"]:
         return [
             Step("lint", (ruff, "check", ".")),
-            Step("quick tests", (pytest, *TEST_ARGS, "-m", QUICK_MARKERS, *extra[1:])),
+            Step("quick tests", (pytest, *TEST_ARGS, *QUICK_ARGS, *extra[1:])),
         ]
     if action == "test":
         mkdocs = str(venv_bin(venv, "mkdocs"))

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="how many modules to list")
     args = parser.parse_args(argv)
     tier = "quick" if args.quick else "suite"
-    marks = ("-m", dev.QUICK_MARKERS) if args.quick else ()
+    marks = dev.QUICK_ARGS if args.quick else ()
     with tempfile.TemporaryDirectory(prefix="helmbench-suite-") as tmp:
         junit = Path(tmp) / "junit.xml"
         command = [str(Path(sys.executable).parent / "pytest"), *dev.TEST_ARGS, *marks, "-q"]

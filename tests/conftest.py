@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpcore  # noqa: F401
 import pytest
+from hypothesis import settings
 
 import pytest_helmbench
 from tests import benchfiles, openrouter_server
@@ -19,20 +20,36 @@ from tests.benchfiles import API_KEY
 from tests.openrouter_server import FakeOpenRouter
 from tests.postgres_server import PostgresServer, PostgresUnavailable
 
-# Import every module a HELMBench session imports lazily *before* any in-process pytester run: pytester
-# snapshots sys.modules and drops what a run imported, so a module first imported inside a run comes
-# back as a second copy whose classes differ from those held elsewhere (httpx keeps a map of httpcore's
-# exception classes; SQLAlchemy's compiled caches keep its enums), failing later tests by test order.
-for _module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
-    if _module.name != "pytest_helmbench.migrations" and not _module.name.startswith(
-        "pytest_helmbench.migrations."
-    ):
-        importlib.import_module(_module.name)
-import alembic.command  # noqa: E402  (and what running the migrations imports)
 
-alembic.command.upgrade(
-    importlib.import_module("pytest_helmbench.storage.engine").alembic_config("sqlite://"), "head"
-)
+def _import_what_sessions_import() -> None:
+    """Import every module a HELMBench session imports lazily *before* any in-process pytester run:
+    pytester snapshots sys.modules and drops what a run imported, so a module first imported inside a
+    run comes back as a second copy whose classes differ from those held elsewhere (httpx keeps a map
+    of httpcore's exception classes; SQLAlchemy's compiled caches keep its enums), failing later tests
+    by test order."""
+    for module in pkgutil.walk_packages(pytest_helmbench.__path__, "pytest_helmbench."):
+        if module.name != "pytest_helmbench.migrations" and not module.name.startswith(
+            "pytest_helmbench.migrations."
+        ):
+            importlib.import_module(module.name)
+    import alembic.command  # and what running the migrations imports
+
+    alembic.command.upgrade(
+        importlib.import_module("pytest_helmbench.storage.engine").alembic_config("sqlite://"), "head"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In every process that runs tests, before the first one; not in xdist's controller, which runs
+    none (seconds saved at every start of the suite)."""
+    controller = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
+    if not controller:
+        _import_what_sessions_import()
+
+
+#: `dev.py test --quick` runs the property tests with `--hypothesis-profile=quick`: a fifth of the default
+#: examples (tests that set their own count keep it); the whole suite searches with the default 100.
+settings.register_profile("quick", max_examples=20)
 
 # One module object whichever way a test imports it (`tests.openrouter_server` or `openrouter_server`):
 # two copies would hold two different Reply classes.
@@ -99,7 +116,7 @@ def postgres_url(postgres_server: PostgresServer) -> str:
     return postgres_server.new_database()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.e2e)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new results database of each kind: a SQLite file, or one on the session's PostgreSQL server."""
     if request.param == "sqlite":

@@ -322,6 +322,7 @@ def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
+@pytest.mark.slow
 def test_helmbench_calibrate_measures_the_blind_set(tmp_path):
     """A copy of the benchmark whose calibration folder is the blind set: oracle/judge (the gold verdicts)
     agrees perfectly, and the figures name the blind labeller."""

@@ -116,7 +116,7 @@ def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
 def test_quick_runs_lint_and_the_fast_tier_only(tmp_path: Path) -> None:
     lint, tests = dev.final_steps("test", tmp_path, ["--quick", "-x"])
     assert lint.argv[1:] == ("check", ".")
-    assert tests.argv[1:] == (*dev.TEST_ARGS, "-m", dev.QUICK_MARKERS, "-x")
+    assert tests.argv[1:] == (*dev.TEST_ARGS, *dev.QUICK_ARGS, "-x")
     assert all("mkdocs" not in part for part in tests.argv)
 
 

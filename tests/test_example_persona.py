@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
 EXAMPLE = Path(__file__).parents[1] / "examples" / "persona-whole-conversation"
 
 

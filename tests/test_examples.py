@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 COMMAND = ["pytest", "--helmbench-model", "oracle/safe", "--helmbench-marking-model", "oracle/judge"]
 

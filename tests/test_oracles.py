@@ -704,6 +704,7 @@ def test_shipped_oracle_answers_are_schema_valid_and_judged_gold(folder: Path, s
             assert judge(judge_client, criteria, graded).passed, f"safe {locale} reply on {name}"
 
 
+@pytest.mark.slow
 def test_the_oracle_judge_tells_one_label_apart_by_the_user_message_it_answers(shipped_provider):
     """Issue #25.3: a label rubric is shown `{"category": …}` alone, and SUPPORT is right while the
     user only vents (turn 1 of P1-B1-S4's PT1) but too low once they have said they think of suicide
@@ -872,6 +873,7 @@ def noisy_verdict(client, criteria: Criteria, graded: str, seed: int | None):
     return run_judge(send, criteria, "the case prompt", graded, model)
 
 
+@pytest.mark.slow
 def test_the_noisy_judge_flips_a_share_of_its_calls_seeded_by_the_call(shipped_provider):
     """Per call (one seed each), a verdict is the gold one or its opposite; the same call always draws
     the same; over many calls the wrong share is the rate the id names; at 0 % it is oracle/judge."""

@@ -29,7 +29,7 @@ order by r.id
 """
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.e2e)])
 def judged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Two oracle runs of 12 sampled cases, three replies planted for the search (one database of each
     kind for the module: the runs take most of its time)."""
