@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,24 +196,25 @@ class OracleIndex:
     def case(self, messages: list[dict[str, str]]) -> list[CaseEntry]:
         key = opening_key(messages)
         if key not in self.cases:
-            self._compose_for(_first_user_text(messages))
+            self._compose_for(_first_user_text(messages), lambda: key in self.cases)
         return self.cases.get(key, [])
 
     def conversation(self, head: str) -> list[CaseEntry]:
         """The cases whose opening, rendered as a judge's prompt shows it, is `head`."""
         key = hashlib.sha256(head.encode("utf-8")).hexdigest()
         if key not in self.conversations:
-            self._compose_for(_rendered_user_text(head))
+            self._compose_for(_rendered_user_text(head), lambda: key in self.conversations)
         return self.conversations.get(key, [])
 
     def rubric(self, text: str) -> RubricGold | None:
         return self.rubrics.get(text)
 
-    def _compose_for(self, opening: str) -> None:
+    def _compose_for(self, opening: str, found: Callable[[], bool]) -> None:
         """Index the cases of every pending scenario whose prompts can open with `opening` (the first
-        user message); of every pending scenario when none can (an unknown prompt stays unknown)."""
+        user message); of every pending scenario when none can (an unknown prompt stays unknown).
+        `found`: whether another thread indexed the looked-up prompt while this one waited."""
         with self._lock:
-            if not self.pending:
+            if not self.pending or found():
                 return
             fits = [
                 code
@@ -226,23 +228,23 @@ class OracleIndex:
 
     def _add_cases(self, scenario: Scenario, references: References | None) -> None:
         """Every case of `scenario` in every layout, by its opening; lists keep the benchmark's folder
-        order whichever scenario was composed first."""
-        touched: list[list[CaseEntry]] = []
+        order whichever scenario was composed first. A list another thread may be reading is replaced,
+        never changed in place."""
+        cases: dict[str, list[CaseEntry]] = {}
+        conversations: dict[str, list[CaseEntry]] = {}
         for case in expand(scenario, [""], LAYOUTS):
             dialogue = case.perturbation.dialogue
             scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
             entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
             messages = compose(case).messages
-            for found in (
-                self.cases.setdefault(opening_key(messages), []),
-                self.conversations.setdefault(rendered_opening(messages), []),
-            ):
-                found.append(entry)
-                touched.append(found)
+            cases.setdefault(opening_key(messages), []).append(entry)
+            conversations.setdefault(rendered_opening(messages), []).append(entry)
             if dialogue is not None and dialogue.simulation is not None:
                 self.personas.setdefault(dialogue.simulation.persona, entry)
-        for found in touched:
-            found.sort(key=lambda e: self.rank.get(e.scenario.code, 0))  # stable: case order kept
+        for known, new in ((self.cases, cases), (self.conversations, conversations)):
+            for key, entries in new.items():
+                merged = [*known.get(key, ()), *entries]
+                known[key] = sorted(merged, key=lambda e: self.rank.get(e.scenario.code, 0))  # stable
 
 
 def _first_user_text(messages: list[dict[str, str]]) -> str:
