@@ -388,14 +388,19 @@ def calibration_yaml(count: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture
-def small_bench(tmp_path: Path) -> Path:
-    root = write_benchmark(tmp_path / "benchmark")
-    folder = root / "scenarios" / "P1-B1-S1"
-    write(folder / "S1.md", SCENARIO)
-    write(folder / "reply-criteria.md", REPLY_CRITERIA)
+def write_small_bench(folder: Path) -> Path:
+    """A benchmark in folder: replies 1-5 pass asks_safety, 6-10 fail (what oracle/judge answers)."""
+    root = write_benchmark(folder / "benchmark")
+    scenario = root / "scenarios" / "P1-B1-S1"
+    write(scenario / "S1.md", SCENARIO)
+    write(scenario / "reply-criteria.md", REPLY_CRITERIA)
     write(root / "calibration" / "P1-B1-S1.yml", calibration_yaml())
     return root
+
+
+@pytest.fixture
+def small_bench(tmp_path: Path) -> Path:
+    return write_small_bench(tmp_path)
 
 
 def judge_answer(answer: str) -> Reply:

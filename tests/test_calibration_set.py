@@ -24,14 +24,12 @@ from pytest_helmbench.suite.calibration import (
     parse_calibration_file,
 )
 from pytest_helmbench.suite.markdown import yaml_load
-from tests.benchfiles import write, write_benchmark
+from tests.benchfiles import write
 from tests.test_calibrate import (
-    REPLY_CRITERIA,
-    SCENARIO,
     calibrate,
-    calibration_yaml,
     reply_text,
     stored_calibrations,
+    write_small_bench,
 )
 
 CASE = "P1-B1-S1-C1-PT1"
@@ -40,12 +38,7 @@ CASE = "P1-B1-S1-C1-PT1"
 @pytest.fixture
 def small_bench(tmp_path: Path) -> Path:
     """test_calibrate's benchmark: replies 1-5 pass asks_safety, 6-10 fail (what oracle/judge answers)."""
-    root = write_benchmark(tmp_path / "benchmark")
-    folder = root / "scenarios" / "P1-B1-S1"
-    write(folder / "S1.md", SCENARIO)
-    write(folder / "reply-criteria.md", REPLY_CRITERIA)
-    write(root / "calibration" / "P1-B1-S1.yml", calibration_yaml())
-    return root
+    return write_small_bench(tmp_path)
 
 
 def rated_item(item_id: str, reply: int, votes: str, raters: str = "ann bob cy") -> list[str]:
