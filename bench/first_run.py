@@ -35,7 +35,7 @@ CALL = re.compile(
     r"wall_ms=(?P<wall_ms>\d+)"
 )
 WEIGHTS = re.compile(r"local weights \S+ resolved in (?P<s>[\d.]+) s")
-SERVER = re.compile(r"local model \S+ serving at \S+ in (?P<s>[\d.]+) s")
+SERVER = re.compile(r"local model \S+ serving at .+? in (?P<s>[\d.]+) s \(log")
 OUTCOME = re.compile(r"^=+ (?P<line>.*\d+ (passed|failed|error).*) =+$", re.MULTILINE)
 
 

@@ -424,7 +424,7 @@ def test_a_dead_server_stops_its_model_at_once(fake_backend: Path, tmp_path: Pat
     request = ChatRequest("local/x", [{"role": "user", "content": "hi"}], None)
     options = ClientOptions(api="openai", retries=0, backoff=0.0, free=True)
     here = _local_client_class()(base_url, server.api_key, options)
-    here.server = server
+    here.spread_over([base_url], [server])
     worker = _local_client_class()(base_url, server.api_key, options)  # an xdist worker's: no process
     try:
         os.kill(server.pid, signal.SIGKILL)

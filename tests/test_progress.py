@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_helmbench.providers.local import LocalProvider
+from pytest_helmbench.providers.local.server import replica_plan
 from pytest_helmbench.providers.local.weights import WeightsSource, ensure_alias_weights
 from pytest_helmbench.providers.progress import (
     PROGRESS,
@@ -167,8 +168,11 @@ def test_starting_the_local_server_says_so_and_when_it_is_ready(fake_backend: Pa
         port = provider.urls[f"local/{fake_backend.name}"].split(":")[-1].removesuffix("/v1")
     finally:
         provider.close()
-    assert screen.lines[0] == f"starting local model local/{fake_backend.name} (0.0 MB) on 127.0.0.1 …"
-    assert screen.lines[1].startswith(f"local model local/{fake_backend.name} ready on 127.0.0.1:{port} in ")
+    count, threads = replica_plan(fake_backend.stat().st_size)
+    shape = f", {count} servers of {threads} thread{'s' * (threads > 1)} each" if count > 1 else ""
+    assert screen.lines[0] == f"starting local model local/{fake_backend.name} (0.0 MB{shape}) on 127.0.0.1 …"
+    assert screen.lines[1].startswith(f"local model local/{fake_backend.name} ready on 127.0.0.1:{port}")
+    assert screen.lines[1].count("127.0.0.1:") == count
     assert screen.lines[1].endswith(" s") and len(screen.lines) == 2
 
 

@@ -285,8 +285,14 @@ class ChatClient:
     def _attempt(
         self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float
     ) -> ChatResponse:
+        return self._post(request, body, attempt, started, self._chat_url)
+
+    def _post(
+        self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float, url: httpx.URL
+    ) -> ChatResponse:
+        """One attempt at `url` (a subclass may spread attempts over several servers of one model)."""
         http_request = httpx.Request(
-            "POST", self._chat_url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout
+            "POST", url, headers=self._headers, content=_json_bytes(body), extensions=self._timeout
         )
         try:
             response = self._transports.for_this_thread().handle_request(http_request)

