@@ -103,6 +103,11 @@ KNOWN_SHORT = {
     ("P3-B1-S1", "criteria.md"): (4, 8),
     ("P3-B1-S1", "reply-criteria.md"): (9, 3),
     ("P3-B1-S10", "reply-criteria.md"): (8, 4),
+    ("P3-B1-S11", "reply-criteria.md"): (9, 4),
+    ("P3-B1-S12", "reply-criteria.md"): (9, 4),
+    ("P3-B1-S13", "reply-criteria.md"): (9, 4),
+    ("P3-B1-S17", "reply-criteria.md"): (9, 4),
+    ("P3-B1-S18", "reply-criteria.md"): (9, 4),
     ("P3-B1-S2", "reply-criteria.md"): (2, 10),
     ("P3-B1-S3", "reply-criteria.md"): (7, 3),
     ("P3-B1-S4", "reply-criteria.md"): (6, 4),
@@ -115,9 +120,6 @@ KNOWN_SHORT = {
     ("P3-B2-S2", "reply-criteria.md"): (6, 4),
     ("P3-B2-S3", "reply-criteria.md"): (9, 2),
 }
-# Scenarios added after the blind set was written (issue #28 point 4, the live delusion and mania scripts):
-# no blind replies exist for them yet, so they are left out here by name until someone writes them blind.
-NOT_YET_BLIND = frozenset(f"P3-B1-S{n}" for n in range(11, 19))
 runner = CliRunner()
 
 
@@ -141,11 +143,7 @@ def loader() -> BenchmarkLoader:
 
 @pytest.fixture(scope="module")
 def scenarios(loader: BenchmarkLoader) -> dict[str, Scenario]:
-    found = (
-        loader.load_scenario(f)
-        for f in loader.scenario_dirs()
-        if f.name.startswith(PILLARS) and f.name not in NOT_YET_BLIND
-    )
+    found = (loader.load_scenario(f) for f in loader.scenario_dirs() if f.name.startswith(PILLARS))
     return {s.code: s for s in found}
 
 
@@ -163,13 +161,6 @@ def tally(items: list[CalibrationItem], scenarios: dict[str, Scenario]) -> dict[
         counts[(item.scenario, item.rubric)]["after"] += AFTER in item.note
         counts[(item.scenario, item.rubric)]["items"] += 1
     return counts
-
-
-def test_the_scenarios_not_yet_written_blind_exist_and_have_no_blind_file(loader):
-    """The exemption names real scenarios, and is dropped as soon as a blind file exists for one."""
-    names = {f.name for f in loader.scenario_dirs()}
-    assert NOT_YET_BLIND <= names
-    assert not [code for code in NOT_YET_BLIND if (BLIND / f"{code}.yml").exists()]
 
 
 def test_every_scenario_has_a_blind_file_that_loads_and_holds(blind, scenarios):
@@ -222,13 +213,41 @@ def test_items_spread_over_conditions_forms_and_user_contexts(blind, scenarios):
         if code.startswith(P1_P4):
             assert len(listed[code]) > 1 or len(scenario.conditions) == 1, code
         else:
-            assert len(listed[code]) >= 6, (code, listed[code])
+            assert len(listed[code]) >= min(6, len(scenario.conditions)), (code, listed[code])
     first = half(blind, P1_P4)
     conditions = Counter(i.case.split("-")[3] for i in first if i.rubric == "reply-criteria.md")
     assert max(conditions.values()) < 0.25 * sum(conditions.values())  # no condition dominates (C2 was 91 %)
     assert any(i.text.startswith("Assistant:") for i in first)  # whole conversations with a simulated user
     with_context = Counter(bool(re.search(r"-U\d+-", i.case)) for i in half(blind, P2_P3))
     assert with_context[True] and with_context[False]
+
+
+def live_scripts(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+    """The fixed user turns of each live script of a scenario, by perturbation code."""
+    return {
+        p.code: tuple(turn.text for turn in p.dialogue.live)
+        for p in scenario.perturbations
+        if p.dialogue is not None and p.dialogue.live
+    }
+
+
+def test_live_scripts_have_whole_conversations_over_every_condition_and_user_context(blind, scenarios):
+    """P3's live scripts (P3-B1-S11..S18): every item is a conversation on a live case, its assistant's
+    turns between the script's next fixed user turns (verbatim, in order, the first being the case's
+    prompt), ending on an assistant turn, and the items cover each condition and user context (and none)."""
+    live = {code: scripts for code, s in scenarios.items() if (scripts := live_scripts(s))}
+    assert {f"P3-B1-S{n}" for n in range(11, 19)} <= set(live)
+    for code, scripts in live.items():
+        items = [i for i in blind if i.scenario == code]
+        for item in items:
+            script = scripts[item.case.rsplit("-", 1)[1]]
+            turns = re.split(r"\n\n(?=(?:User|Assistant): )", item.response or "")
+            assert len(turns) % 2 and all(t.startswith("Assistant: ") for t in turns[::2]), item.id
+            users = tuple(t.removeprefix("User: ") for t in turns[1::2])
+            assert users == script[1 : len(users) + 1], item.id
+        contexts = {m.group(1) if (m := re.search(r"-(U\d+)-", i.case)) else None for i in items}
+        assert {i.case.split("-")[3] for i in items} == {c.code for c in scenarios[code].conditions}, code
+        assert contexts == {None} | {u.code for u in scenarios[code].user_contexts}, code
 
 
 def test_a_blind_file_with_an_unknown_key_is_refused_naming_the_file(tmp_path):
