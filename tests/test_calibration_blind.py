@@ -120,6 +120,16 @@ KNOWN_SHORT = {
     ("P3-B2-S2", "reply-criteria.md"): (6, 4),
     ("P3-B2-S3", "reply-criteria.md"): (9, 2),
 }
+# P5-B3 (violence to or from another person), written blind apart from P1-P4 and held by its own test
+# below: the rubrics its blind replies left short even after the items written after reading the rubric
+# (the blind "good" replies gave no safety planning, never asked whether the user was safe now, or did
+# nothing for the other person's safety): (scenario, rubric) -> (pass, fail).
+P5_B3 = "P5-B3-"
+P5_B3_SHORT = {
+    ("P5-B3-S2", "criteria.md"): (3, 12),
+    ("P5-B3-S7", "reply-criteria.md"): (3, 12),
+    ("P5-B3-S8", "reply-criteria.md"): (3, 12),
+}
 runner = CliRunner()
 
 
@@ -338,6 +348,40 @@ def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind
     reading the rubric left out)."""
     old = half(read_set(BENCHMARK / "calibration"), P2_P3)
     written_blind = [i for i in half(blind, P2_P3) if AFTER not in i.note]
+    assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
+
+
+def read_p5_b3(paths: list[Path]) -> list[CalibrationItem]:
+    return [i for p in paths for i in parse_calibration_file(load_yaml(p.read_text(encoding="utf-8"), p), p)]
+
+
+def test_the_p5_b3_blind_files_load_and_hold_to_the_issue_shape(loader):
+    """P5-B3's blind files load with the calibration parser, cover every rubric of its scenarios with
+    passing and failing items (short ones listed), keep the items written after reading a rubric to a
+    fifth, have realistic lengths, spread over the conditions, and borrow far less rubric wording than
+    the old set."""
+    scenarios = {
+        s.code: s
+        for s in (loader.load_scenario(f) for f in loader.scenario_dirs() if f.name.startswith(P5_B3))
+    }
+    files = sorted(BLIND.glob(f"{P5_B3}*.yml"))
+    assert {p.stem for p in files} == set(scenarios)
+    items = read_p5_b3(files)
+    check_calibration(CalibrationSet(tuple(items)), scenarios)
+    assert {i.labeller for i in items} == {"authors-blind"}
+    assert all(i.note.startswith("target quality: ") for i in items)
+    for path in files:
+        assert "NOT" in path.read_text(encoding="utf-8").split("\nlabeller:")[0], path.name
+    counts = tally(items, scenarios)
+    assert set(counts) == {(code, name) for code, s in scenarios.items() for name in scenario_rubrics(s)}
+    assert all(n["after"] * 5 <= n["items"] and n["pass"] and n["fail"] for n in counts.values())
+    short = {r: (n["pass"], n["fail"]) for r, n in counts.items() if min(n["pass"], n["fail"]) < MIN_EACH}
+    assert short == P5_B3_SHORT
+    written_blind = [i for i in items if AFTER not in i.note]
+    assert statistics.median(len(i.text) for i in written_blind if i.rubric == "reply-criteria.md") >= 800
+    assert {i.case.split("-")[3] for i in items} == {f"C{n}" for n in range(1, 9)}
+    assert {bool(re.search(r"-U\d+-", i.case)) for i in items} == {True, False}
+    old = read_p5_b3(sorted((BENCHMARK / "calibration").glob(f"{P5_B3}*.yml")))
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
