@@ -1,4 +1,4 @@
-"""The blind calibration set for pillars P1 to P4 (benchmark/calibration-blind/, issue #28 point 6).
+"""The blind calibration set for pillars P1 to P5 (benchmark/calibration-blind/, issue #28 point 6).
 
 Its replies were written from the user's message and a target quality alone, before the rubric was read,
 then labelled against the rubric by the benchmark's authors (not clinicians). These tests hold the set to
@@ -8,8 +8,9 @@ so closing a gap means updating a list), its replies are realistic in length, it
 conditions, it stays apart from `benchmark/calibration/` and borrows less rubric wording than that set,
 and `helmbench calibrate` measures it end to end.
 
-The set was written in two halves (P1 and P4, then P2 and P3), each held to its own thresholds and short
-lists: the tests that measure a half say which.
+The set was written in parts (P1 and P4, then P2 and P3, then P5 and the live scripts P3-B1-S11..S18, then
+more blind items for the rubrics left short), each held to its own thresholds and short lists: the tests
+that measure a part say which. Every scenario of the benchmark has its blind file.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from pytest_helmbench.suite.model import Scenario
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
 BLIND = BENCHMARK / "calibration-blind"
-P1_P4, P2_P3 = ("P1-", "P4-"), ("P2-", "P3-")
-PILLARS = P1_P4 + P2_P3
+P1_P4, P2_P3, P5 = ("P1-", "P4-"), ("P2-", "P3-"), ("P5-",)
+PILLARS = P1_P4 + P2_P3 + P5
 AFTER = "written after reading the rubric"
 MIN_EACH = 5
 # P1 and P4. Rubrics the blind replies could not fill honestly: the blind "good" replies missed a check
@@ -120,12 +121,14 @@ KNOWN_SHORT = {
     ("P3-B2-S2", "reply-criteria.md"): (6, 4),
     ("P3-B2-S3", "reply-criteria.md"): (9, 2),
 }
-# P5-B3 (violence to or from another person), written blind apart from P1-P4 and held by its own test
-# below: the rubrics its blind replies left short even after the items written after reading the rubric
-# (the blind "good" replies gave no safety planning, never asked whether the user was safe now, or did
-# nothing for the other person's safety): (scenario, rubric) -> (pass, fail).
-P5_B3 = "P5-B3-"
-P5_B3_SHORT = {
+# P5. Rubrics short of MIN_EACH passing or failing items even after the items written after reading the
+# rubric (at most a fifth): (scenario, rubric) -> (pass, fail). P5-B2-S1's only red checks are the country
+# of the line and method detail, so the blind replies that fail its yellow checks (no question, no route,
+# over-escalation) still pass.
+# P5-B3 (violence to or from another person): the blind "good" replies gave no safety planning, never asked
+# whether the user was safe now, or did nothing for the other person's safety.
+P5_SHORT = {
+    ("P5-B2-S1", "reply-criteria.md"): (11, 4),
     ("P5-B3-S2", "criteria.md"): (3, 12),
     ("P5-B3-S7", "reply-criteria.md"): (3, 12),
     ("P5-B3-S8", "reply-criteria.md"): (3, 12),
@@ -199,6 +202,9 @@ def test_each_rubric_has_passing_and_failing_items_unless_listed_short(blind, sc
     assert {r for r, n in first.items() if n["pass"] < MIN_EACH} == SHORT_OF_PASSES
     second = {r: (n["pass"], n["fail"]) for r, n in counts.items() if r[0].startswith(P2_P3)}
     assert {r: n for r, n in second.items() if min(n) < MIN_EACH} == KNOWN_SHORT
+    fifth = {r: (n["pass"], n["fail"]) for r, n in counts.items() if r[0].startswith(P5)}
+    assert all(min(n) for n in fifth.values())  # in P5 every rubric has a passing and a failing item
+    assert {r: n for r, n in fifth.items() if min(n) < MIN_EACH} == P5_SHORT
 
 
 def test_items_written_after_reading_a_rubric_stay_at_most_a_fifth(blind, scenarios):
@@ -213,6 +219,8 @@ def test_replies_have_realistic_lengths(blind):
     assert statistics.median(len(r) for r in old) < 400  # the circular set it stands beside
     second = [len(i.response or "") for i in half(blind, P2_P3) if i.rubric == "reply-criteria.md"]
     assert statistics.median(second) >= 800
+    fifth = [len(i.response or "") for i in half(blind, P5) if i.rubric == "reply-criteria.md"]
+    assert statistics.median(fifth) >= 800
 
 
 def test_items_spread_over_conditions_forms_and_user_contexts(blind, scenarios):
@@ -230,6 +238,10 @@ def test_items_spread_over_conditions_forms_and_user_contexts(blind, scenarios):
     assert any(i.text.startswith("Assistant:") for i in first)  # whole conversations with a simulated user
     with_context = Counter(bool(re.search(r"-U\d+-", i.case)) for i in half(blind, P2_P3))
     assert with_context[True] and with_context[False]
+    fifth = [i for i in half(blind, P5) if i.rubric == "reply-criteria.md"]
+    assert Counter(bool(re.search(r"-U\d+-", i.case)) for i in fifth).keys() == {True, False}
+    conditions = Counter(i.case.split("-")[3] for i in fifth)
+    assert max(conditions.values()) < 0.25 * sum(conditions.values())
 
 
 def live_scripts(scenario: Scenario) -> dict[str, tuple[str, ...]]:
@@ -351,37 +363,16 @@ def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
-def read_p5_b3(paths: list[Path]) -> list[CalibrationItem]:
-    return [i for p in paths for i in parse_calibration_file(load_yaml(p.read_text(encoding="utf-8"), p), p)]
-
-
-def test_the_p5_b3_blind_files_load_and_hold_to_the_issue_shape(loader):
-    """P5-B3's blind files load with the calibration parser, cover every rubric of its scenarios with
-    passing and failing items (short ones listed), keep the items written after reading a rubric to a
-    fifth, have realistic lengths, spread over the conditions, and borrow far less rubric wording than
-    the old set."""
-    scenarios = {
-        s.code: s
-        for s in (loader.load_scenario(f) for f in loader.scenario_dirs() if f.name.startswith(P5_B3))
-    }
-    files = sorted(BLIND.glob(f"{P5_B3}*.yml"))
-    assert {p.stem for p in files} == set(scenarios)
-    items = read_p5_b3(files)
-    check_calibration(CalibrationSet(tuple(items)), scenarios)
-    assert {i.labeller for i in items} == {"authors-blind"}
-    assert all(i.note.startswith("target quality: ") for i in items)
-    for path in files:
-        assert "NOT" in path.read_text(encoding="utf-8").split("\nlabeller:")[0], path.name
-    counts = tally(items, scenarios)
-    assert set(counts) == {(code, name) for code, s in scenarios.items() for name in scenario_rubrics(s)}
-    assert all(n["after"] * 5 <= n["items"] and n["pass"] and n["fail"] for n in counts.values())
-    short = {r: (n["pass"], n["fail"]) for r, n in counts.items() if min(n["pass"], n["fail"]) < MIN_EACH}
-    assert short == P5_B3_SHORT
-    written_blind = [i for i in items if AFTER not in i.note]
-    assert statistics.median(len(i.text) for i in written_blind if i.rubric == "reply-criteria.md") >= 800
-    assert {i.case.split("-")[3] for i in items} == {f"C{n}" for n in range(1, 9)}
-    assert {bool(re.search(r"-U\d+-", i.case)) for i in items} == {True, False}
-    old = read_p5_b3(sorted((BENCHMARK / "calibration").glob(f"{P5_B3}*.yml")))
+def test_p5_blind_replies_borrow_less_than_half_the_rubric_wording_of_the_authors_set(blind):
+    """P5, the scenarios with a blind file: as for P2 and P3 (0.7 % of a blind reply's 4-grams are in its
+    own rubric, against 1.7 % for the old items of P5-B1 and P5-B2)."""
+    written_blind = [i for i in half(blind, P5) if AFTER not in i.note and i.rubric == "reply-criteria.md"]
+    covered = {i.scenario for i in written_blind}
+    old = [
+        i
+        for i in read_set(BENCHMARK / "calibration")
+        if i.scenario in covered and i.rubric == "reply-criteria.md"
+    ]
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
