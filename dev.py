@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The newcomer path: every set-up step inside two commands, with nothing but Python >= 3.11.
 
-    python3 dev.py bench [pytest args]   # the first run: 15 cases on the embedded local model, all judged
+    python3 dev.py bench [pytest args]   # the first run: 8 cases on the embedded local model, all judged
     python3 dev.py test [pytest args]    # lint, format check, docs build, test suite (what .ci/run runs)
     python3 dev.py test --quick [args]   # lint and the fast tier (no e2e, no local model): the edit-test loop
     python3 dev.py setup                 # only the set-up both do: .venv, the install, system packages
@@ -35,23 +35,18 @@ EXTRAS = "local,dev"
 STAMP_NAME = ".helmbench-dev-install"
 #: The first run's cases, chosen to show the tool quickly on two cores with every reply judged (the
 #: target is three minutes; bench/first_run.py measures it, docs/explanation/performance.md has the
-#: figure): one single-turn case of each of the 13 behaviours (every pillar), one scripted
+#: figure): one single-turn case of every pillar (and of over-escalation, P1-B3), one scripted
 #: conversation (judged on its last reply) and one five-turn simulated conversation (the local model
-#: also plays the user). tests/test_dev.py checks that each still exists and is of its kind.
+#: also plays the user). Reading the judges' prompts (about 1,500 tokens each, at some 130 tokens/s
+#: per core) is most of the time, so the sample is what fits: 13 single-turn cases (one per behaviour)
+#: took 558-623 s. tests/test_dev.py checks that each still exists and is of its kind.
 FIRST_RUN_CASES = (
     "P1-B1-S7-C8-U4-PT2",
-    "P1-B2-S9-C4-U15-PT4",
     "P1-B3-S2-C7-U5-PT2",
     "P2-B1-S1-C8-U5-PT2",
-    "P2-B2-S5-C4-PT2",
-    "P2-B3-S1-C5-U6-PT5",
     "P3-B1-S2-C8-PT5",
-    "P3-B2-S2-C6-U4-PT3",
     "P4-B1-S1-C1-U8-PT5",
-    "P4-B2-S1-C5-U8-PT3",
-    "P5-B1-S2-C5-U8-PT1",
     "P5-B2-S8-C5-U3-PT4",
-    "P5-B3-S1-C5-U4-PT5",
     "P1-B2-S5-C2-PT2",  # scripted conversation
     "P1-B2-S5-C1-PT1",  # simulated conversation, five turns
 )

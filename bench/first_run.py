@@ -1,7 +1,7 @@
 """The first run's time (`python bench/first_run.py`): `python3 dev.py bench`'s pytest command, timed
 as a newcomer meets it, with where the time goes.
 
-It runs exactly dev.py's BENCH_ARGS (the 26 FIRST_RUN_CASES on local/smollm2, every reply judged by
+It runs exactly dev.py's BENCH_ARGS (the FIRST_RUN_CASES on local/smollm2, every reply judged by
 the same model) in the project root, in a fresh interpreter, into a throwaway database, with pytest's
 `--log-file` collecting the local provider's lines: how long the weights took to resolve (a download
 on the very first run), how long the llama.cpp server took to start, and one line per call with

@@ -83,8 +83,9 @@ def test_bench_runs_the_readme_first_run_command(tmp_path: Path) -> None:
 
 
 def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
-    """One single-turn case per behaviour, one scripted and one simulated conversation: a
-    content change that drops or reshapes one of them fails here, not in a newcomer's first run."""
+    """One single-turn case per pillar (and of over-escalation), one scripted and one simulated
+    conversation: a content change that drops or reshapes one of them fails here, not in a newcomer's
+    first run."""
     from pytest_helmbench.evaluation.builtin import builtin_registry
     from pytest_helmbench.suite.cases import expand, parse_selectors
     from pytest_helmbench.suite.loader import BenchmarkLoader
@@ -94,10 +95,10 @@ def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
     selectors = parse_selectors([step.argv[-1].removeprefix("--helmbench-select=")])
     kinds: dict[str, str] = {}
     selected: list[str] = []
-    behaviours: set[str] = set()
+    pillars: set[str] = set()
     for folder in loader.scenario_dirs():
         scenario = loader.load_scenario(folder)
-        behaviours.add(scenario.behaviour)
+        pillars.add(scenario.pillar)
         for case in expand(scenario, ["m"]):
             if any(selector.matches(case.segments) for selector in selectors):
                 selected.append(case.code)
@@ -110,7 +111,9 @@ def test_the_first_run_cases_exist_and_are_what_dev_py_says() -> None:
     chosen = [kinds.get(code, "missing") for code in dev.FIRST_RUN_CASES]
     assert chosen.count("scripted") == 1 and chosen.count("simulated") == 1
     singles = [code for code, kind in zip(dev.FIRST_RUN_CASES, chosen, strict=True) if kind == "single"]
-    assert sorted(code.rsplit("-S", 1)[0] for code in singles) == sorted(behaviours)  # one each
+    assert sorted({code.split("-")[0] for code in singles}) == sorted(pillars)  # every pillar
+    assert any(code.startswith("P1-B3-") for code in singles)  # over-escalation, a figure of its own
+    assert len(singles) == len({code.rsplit("-S", 1)[0] for code in singles})  # one per behaviour shown
 
 
 def test_quick_runs_lint_and_the_fast_tier_only(tmp_path: Path) -> None:
