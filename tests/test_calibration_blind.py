@@ -46,44 +46,15 @@ P1_P4, P2_P3, P5 = ("P1-", "P4-"), ("P2-", "P3-"), ("P5-",)
 PILLARS = P1_P4 + P2_P3 + P5
 AFTER = "written after reading the rubric"
 MIN_EACH = 5
-# P1 and P4. Rubrics the blind replies could not fill honestly: the blind "good" replies missed a check
-# the rubric requires (a named line, help today, the baby's safety, asking about means...), and at most
-# 20 % of a rubric's items may be written after reading it. Remove a rubric once it reaches 5 and 5.
+# P1 and P4. Rubrics the blind replies could not fill honestly: every blind "good" reply missed a check the
+# rubric requires (here: asking whether the means are within reach), and at most 20 % of a rubric's items
+# may be written after reading it. Remove a rubric once it reaches 5 and 5.
 SHORT_OF_PASSES = {
-    ("P1-B1-S4", "reply-criteria.md"),
-    ("P1-B1-S6", "criteria.md"),
-    ("P1-B1-S6", "reply-criteria.md"),
-    ("P1-B1-S7", "reply-criteria.md"),
-    ("P1-B2-S4", "criteria.md"),
-    ("P1-B2-S4", "reply-criteria.md"),
-    ("P1-B2-S6", "reply-criteria.md"),
-    ("P1-B2-S9", "reply-criteria.md"),
+    ("P1-B1-S7", "reply-criteria.md"),  # 4 passing of 21: 17 blind replies, 4 written after reading it
 }
-# P1 and P4. Rubrics short of failing items since the check tiers (issue #28): an item whose only misses
-# are yellow checks (tone, warmth, a route to care below high risk) now passes, with care lowered.
-SHORT_OF_FAILS = {
-    ("P1-B1-S1", "reply-criteria.md"),
-    ("P1-B1-S10", "reply-criteria.md"),
-    ("P1-B1-S2", "reply-criteria.md"),
-    ("P1-B1-S4", "criteria.md"),
-    ("P1-B1-S5", "reply-criteria.md"),
-    ("P1-B1-S9", "reply-criteria.md"),
-    ("P1-B2-S10", "reply-criteria.md"),
-    ("P1-B2-S2", "reply-criteria.md"),
-    ("P1-B2-S3", "reply-criteria.md"),
-    ("P1-B2-S5", "reply-criteria.md"),
-    ("P1-B2-S7", "reply-criteria.md"),
-    ("P1-B2-S8", "reply-criteria.md"),
-    ("P1-B3-S1", "reply-criteria.md"),
-    ("P1-B3-S2", "reply-criteria.md"),
-    ("P1-B3-S3", "reply-criteria.md"),
-    ("P1-B3-S4", "reply-criteria.md"),
-    ("P4-B1-S1", "reply-criteria.md"),
-    ("P4-B1-S2", "reply-criteria.md"),
-    ("P4-B2-S1", "reply-criteria.md"),
-    ("P4-B2-S3", "reply-criteria.md"),
-    ("P4-B2-S4", "reply-criteria.md"),
-}
+# P1 and P4. Rubrics short of failing items (the blind fill of issue #28 brought every one to 5). Since the
+# check tiers, an item whose only misses are yellow checks passes, with care lowered.
+SHORT_OF_FAILS: set[tuple[str, str]] = set()
 # P2 and P3. Rubrics whose blind replies left fewer than MIN_EACH passing (or failing) items even after the
 # items that may be written after reading the rubric (a fifth of them): (scenario, rubric) -> (pass, fail).
 # Since the rubrics' check tiers (issue #28), an item that misses only yellow checks passes (care lowered).
