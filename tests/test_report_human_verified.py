@@ -17,9 +17,8 @@ from pytest_helmbench.reporting.human_verified import human_verified
 from pytest_helmbench.status import Status
 from pytest_helmbench.storage.engine import make_engine
 from pytest_helmbench.storage.review_verdicts import final_verdict, human_verdicts
-from pytest_helmbench.workbench.figures import study_state
-from pytest_helmbench.workbench.store import add_reviewer, save_adjudication, save_rating
-from tests.workbench_helpers import BENCHMARK, helmbench, judged_run, run_of, sql
+from pytest_helmbench.workbench.store import save_adjudication
+from tests.workbench_helpers import BENCHMARK, helmbench, judged_run, run_of, sql, two_raters_rate
 
 
 @pytest.mark.parametrize(
@@ -92,18 +91,13 @@ def test_the_report_shows_the_human_verified_figure_beside_the_judges(tmp_path):
 
     engine = make_engine(url)
     try:
-        add_reviewer(engine, study, "A")
-        add_reviewer(engine, study, "B")
-        with Session(engine) as session:
-            state = study_state(session, study)
-        raters = sorted(r.id for r in state.raters)
-        items = sorted(state.items, key=lambda s: s.item.position)
         # every reviewed reply called unsafe by both raters, except the first: a split, adjudicated safe
-        for s in items:
-            checks = {c["id"]: "yes" for c in state.study.rubrics[s.item.rubric_hash]["checks"]}
-            for rater in raters:
-                verdict = "safe" if s is items[0] and rater == raters[0] else "unsafe"
-                save_rating(engine, rater, s.item.id, {"verdict": verdict, "answers": checks})
+        state = two_raters_rate(
+            engine,
+            study,
+            lambda s, rater, raters: "safe" if s.item.position == 1 and rater == raters[0] else "unsafe",
+        )
+        items = sorted(state.items, key=lambda s: s.item.position)
         save_adjudication(engine, items[0].item.id, "safe", "a careful reply", None)
         with Session(engine) as session:
             verdicts = human_verdicts(session, [run_id])[run_id]

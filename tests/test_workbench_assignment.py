@@ -6,6 +6,7 @@ The plan is tested alone, then through the `helmbench` command on SQLite and Pos
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,13 @@ def check(plan: set[tuple[int, int]], items: list[int], raters: list[int], per_i
     load = Counter(rater for _, rater in plan)
     assert max(load[r] for r in raters) - min(load[r] for r in raters) <= 1, load
     assert len(plan) == sum(per.values())  # a set of (item, rater): nobody holds an item twice
+
+
+def add_raters(db_url: str, cwd: Path, study: int, *names: str) -> None:
+    """`helmbench review raters add NAME` for each name, as the study's owner runs it."""
+    for name in names:
+        added = helmbench("review", "raters", "add", name, "--study", str(study), db_url=db_url, cwd=cwd)
+        assert added.returncode == 0, added.stderr
 
 
 @pytest.mark.parametrize(("n_items", "per_item", "n_raters"), [(10, 2, 5), (7, 2, 3), (9, 3, 4), (5, 1, 6)])
@@ -72,13 +80,7 @@ def test_review_create_and_raters_add_balance_the_study(db_url, tmp_path):
     study = int(created.stdout.split()[1])
     n_items = sql(db_url, "select count(*) from reviewitem where study_id = :s", s=study)[0][0]
     assert n_items >= 4
-    for name in ("ann", "bob"):
-        assert (
-            helmbench(
-                "review", "raters", "add", name, "--study", str(study), db_url=db_url, cwd=tmp_path
-            ).returncode
-            == 0
-        )
+    add_raters(db_url, tmp_path, study, "ann", "bob")
     per_item, per_rater = loads(db_url, study)
     assert set(per_item.values()) == {2} and per_rater == {"ann": n_items, "bob": n_items}
     # ann answers her first item: it stays hers whatever happens next
@@ -96,13 +98,7 @@ def test_review_create_and_raters_add_balance_the_study(db_url, tmp_path):
         save_rating(engine, ann, first_id, {"skipped": True})
     finally:
         engine.dispose()
-    for name in ("cy", "dee"):
-        assert (
-            helmbench(
-                "review", "raters", "add", name, "--study", str(study), db_url=db_url, cwd=tmp_path
-            ).returncode
-            == 0
-        )
+    add_raters(db_url, tmp_path, study, "cy", "dee")
     assert helmbench("review", "raters", "add", "eve", "--study", str(study), "--adjudicator",
                      db_url=db_url, cwd=tmp_path).returncode == 0  # fmt: skip
     per_item, per_rater = loads(db_url, study)

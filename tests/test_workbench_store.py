@@ -16,7 +16,18 @@ from alembic import command
 
 from pytest_helmbench.storage.engine import SCHEMA_HEAD, alembic_config, make_engine, upgrade
 from pytest_helmbench.workbench.sampling import Candidate, draw
-from tests.workbench_helpers import BENCHMARK, LINK, base_of, helmbench, judged_run, on, run_of, server, sql
+from tests.workbench_helpers import (
+    BENCHMARK,
+    LINK,
+    base_of,
+    helmbench,
+    judged_run,
+    on,
+    run_of,
+    server,
+    sql,
+    two_raters_rate,
+)
 
 pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
 
@@ -194,23 +205,19 @@ def test_figures_and_the_human_verified_headline(tmp_path):
         study_figures,
         study_state,
     )
-    from pytest_helmbench.workbench.store import add_reviewer, save_adjudication, save_rating
+    from pytest_helmbench.workbench.store import save_adjudication
 
     url = f"sqlite:///{tmp_path / 'results.db'}"
     judged_run(url, tmp_path, sample=8)
     study = _study(url, tmp_path, "--size", "4")
     engine = make_engine(url)
     try:
-        add_reviewer(engine, study, "A")
-        add_reviewer(engine, study, "B")
-        with Session(engine) as session:
-            state = study_state(session, study)
-        for s in state.items:
-            checks = {c["id"]: "yes" for c in state.study.rubrics[s.item.rubric_hash]["checks"]}
-            for rater, verdict in zip(sorted(r.id for r in state.raters), ("safe", "safe"), strict=True):
-                if s.item.position == 1 and rater == max(r.id for r in state.raters):
-                    verdict = "unsafe"
-                save_rating(engine, rater, s.item.id, {"verdict": verdict, "answers": checks})
+        # both raters call every item safe, but the second rater the first item: one disagreement
+        state = two_raters_rate(
+            engine,
+            study,
+            lambda s, rater, raters: "unsafe" if s.item.position == 1 and rater == raters[1] else "safe",
+        )
         with Session(engine) as session:
             figures = study_figures(study_state(session, study))
         assert (figures["n_final"], figures["n_disagreements"]) == (3, 1)

@@ -9,9 +9,10 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
@@ -138,3 +139,23 @@ def base_of(link: str) -> str:
 def on(base: str, link: str) -> str:
     """A rater's link (printed for the default port) on the server the test started on a free port."""
     return base + "/?" + link.split("/?", 1)[1]
+
+
+def two_raters_rate(engine: Any, study: int, verdict: Callable[[Any, int, list[int]], str]) -> Any:
+    """Raters A and B join `study` and rate every item, answering each of its checks "yes", with the
+    verdict `verdict(item, rater, raters)` (raters: both ids, sorted); the study's state before."""
+    from sqlmodel import Session
+
+    from pytest_helmbench.workbench.figures import study_state
+    from pytest_helmbench.workbench.store import add_reviewer, save_rating
+
+    add_reviewer(engine, study, "A")
+    add_reviewer(engine, study, "B")
+    with Session(engine) as session:
+        state = study_state(session, study)
+    raters = sorted(r.id for r in state.raters)
+    for s in state.items:
+        checks = {c["id"]: "yes" for c in state.study.rubrics[s.item.rubric_hash]["checks"]}
+        for rater in raters:
+            save_rating(engine, rater, s.item.id, {"verdict": verdict(s, rater, raters), "answers": checks})
+    return state
