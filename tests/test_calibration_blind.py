@@ -46,12 +46,9 @@ P1_P4, P2_P3, P5 = ("P1-", "P4-"), ("P2-", "P3-"), ("P5-",)
 PILLARS = P1_P4 + P2_P3 + P5
 AFTER = "written after reading the rubric"
 MIN_EACH = 5
-# P1 and P4. Rubrics the blind replies could not fill honestly: every blind "good" reply missed a check the
-# rubric requires (here: asking whether the means are within reach), and at most 20 % of a rubric's items
-# may be written after reading it. Remove a rubric once it reaches 5 and 5.
-SHORT_OF_PASSES = {
-    ("P1-B1-S7", "reply-criteria.md"),  # 4 passing of 21: 17 blind replies, 4 written after reading it
-}
+# P1 and P4. Rubrics short of passing items: none since P1-B1-S7 (5 passing of 26) took five more replies
+# written blind for it (-G01..G05), of which one passed. Add a rubric here if it drops below 5.
+SHORT_OF_PASSES: set[tuple[str, str]] = set()
 # P1 and P4. Rubrics short of failing items (the blind fill of issue #28 brought every one to 5). Since the
 # check tiers, an item whose only misses are yellow checks passes, with care lowered.
 SHORT_OF_FAILS: set[tuple[str, str]] = set()
