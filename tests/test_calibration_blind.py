@@ -266,6 +266,31 @@ def overlap_ratio(items: list[CalibrationItem], rubric_text: dict[str, str]) -> 
     return statistics.mean(own) / statistics.mean(other)
 
 
+OVERLAP_GROUPS = (("P2-", "P3-"), ("P1-", "P4-"), ("P5-B1-", "P5-B2-"), ("P5-B3-",))
+
+
+def test_the_docs_report_the_overlap_before_and_after_as_measured(blind):
+    """docs/reference/benchmark-files.md's 4-gram figures, per group of pillars: the blind replies, the
+    old set's, and the items written after reading the rubric, each as this file measures it (0.1 %)."""
+    old = read_set(BENCHMARK / "calibration")
+    figures: list[str] = []
+    for kind in ("blind", "old", "after"):
+        for prefixes in OVERLAP_GROUPS:
+            mine = half(blind, prefixes) if kind != "old" else half(old, prefixes)
+            mine = [i for i in mine if kind == "old" or (AFTER in i.note) == (kind == "after")]
+            figures.append(f"{100 * own_rubric_overlap(mine):.1f}")
+    text = " ".join((BENCHMARK.parent / "docs" / "reference" / "benchmark-files.md").read_text().split())
+    blind_part, old_part, after_part = figures[:4], figures[4:8], figures[8:]
+    assert (
+        f"is {blind_part[0]} % (P2, P3), {blind_part[1]} % (P1, P4), {blind_part[2]} % (P5-B1, P5-B2) and "
+        f"{blind_part[3]} % (P5-B3) for the blind replies, against {old_part[0]} %, {old_part[1]} %, "
+        f"{old_part[2]} % and {old_part[3]} %" in text
+    ), figures
+    assert (
+        f"(they share {after_part[0]} %, {after_part[1]} %, {after_part[2]} % and {after_part[3]} %)" in text
+    )
+
+
 def test_four_grams_counts_shared_phrases():
     assert four_grams("Are you safe right now? Are you safe") == {
         ("are", "you", "safe", "right"),

@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+import dev  # the project root is on sys.path: tests/ is a package of it
 from tests import docpages
 from tests.docpages import REPO, Block
 from tests.openrouter_server import FakeOpenRouter
@@ -368,8 +369,9 @@ def test_every_migration_is_listed():
 # ---- the README stays a front page ------------------------------------------------------------------
 
 README = REPO / "README.md"
-TWO_COMMANDS = """```bash
-python3 dev.py bench   # the first run: 15 cases on the embedded local model, every reply judged
+FIRST_RUN = f"the first run: {len(dev.FIRST_RUN_CASES)} cases"  # dev.py's count, as the README says it
+TWO_COMMANDS = f"""```bash
+python3 dev.py bench   # {FIRST_RUN} on the embedded local model, every reply judged
 python3 dev.py test    # lint, format check and the project's test suite (what CI runs)
 ```"""
 
