@@ -124,11 +124,13 @@ def test_workers_receive_what_the_controller_prepared(tmp_path: Path) -> None:
     local = controller.registry.for_model("local/m.gguf")
     assert isinstance(local, LocalProvider)
     local.urls["local/m.gguf"] = "http://127.0.0.1:4321/v1"  # as prepare() leaves it
+    local.replicas["local/m.gguf"] = ("http://127.0.0.1:4321/v1", "http://127.0.0.1:4322/v1")
     shared = tmp_path / "providers.json"
     controller.share(shared)
     worker = ClientPool(ProviderContext(settings()), shared_file=shared)
     client = worker.for_model(ModelConfig("local/m.gguf"))
     assert client.base_url == "http://127.0.0.1:4321/v1"
+    assert client.urls == local.replicas["local/m.gguf"]  # a worker spreads its calls over every replica
     assert worker.endpoint(ModelConfig("local/m.gguf"), client) == "local:local/m.gguf"
     worker.close()
     controller.close()
