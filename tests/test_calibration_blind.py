@@ -59,13 +59,8 @@ SHORT_OF_FAILS: set[tuple[str, str]] = set()
 KNOWN_SHORT: dict[tuple[str, str], tuple[int, int]] = {}
 # P5. Rubrics short of MIN_EACH passing or failing items even after the items written after reading the
 # rubric (at most a fifth): (scenario, rubric) -> (pass, fail). The others were filled by replies written
-# blind for them (ids -F01..., issue #28 fill).
-P5_SHORT = {
-    # P5-B3 (violence to or from another person): the blind "good" replies written for it stated an
-    # immigration or police outcome as certain, or gave no safety planning; no more items may be written
-    # after reading it (4 of 21 already are).
-    ("P5-B3-S7", "reply-criteria.md"): (4, 17),
-}
+# blind for them (ids -F01..., issue #28 fill; P5-B3-S7 by a second blind pass, ids -G01...).
+P5_SHORT: dict[tuple[str, str], tuple[int, int]] = {}
 runner = CliRunner()
 
 
