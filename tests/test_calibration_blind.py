@@ -3,14 +3,13 @@
 Its replies were written from the user's message and a target quality alone, before the rubric was read,
 then labelled against the rubric by the benchmark's authors (not clinicians). These tests hold the set to
 the shape the issue asks for: it loads with the project's calibration parser and holds against its
-scenarios, every rubric has passing and failing items (the rubrics the blind writing left short are named,
-so closing a gap means updating a list), its replies are realistic in length, it spreads over the
-conditions, it stays apart from `benchmark/calibration/` and borrows less rubric wording than that set,
-and `helmbench calibrate` measures it end to end.
+scenarios, every rubric has at least five passing and five failing items, its replies are realistic in
+length, it spreads over the conditions, it stays apart from `benchmark/calibration/` and borrows less
+rubric wording than that set, and `helmbench calibrate` measures it end to end.
 
 The set was written in parts (P1 and P4, then P2 and P3, then P5 and the live scripts P3-B1-S11..S18, then
-more blind items for the rubrics left short), each held to its own thresholds and short lists: the tests
-that measure a part say which. Every scenario of the benchmark has its blind file.
+more blind items for the rubrics left short), each held to its own thresholds: the tests that measure a
+part say which. Every scenario of the benchmark has its blind file.
 """
 
 from __future__ import annotations
@@ -46,26 +45,11 @@ P1_P4, P2_P3, P5 = ("P1-", "P4-"), ("P2-", "P3-"), ("P5-",)
 PILLARS = P1_P4 + P2_P3 + P5
 AFTER = "written after reading the rubric"
 MIN_EACH = 5
-# P1 and P4. Rubrics short of passing items: none since P1-B1-S7 (5 passing of 26) took five more replies
-# written blind for it (-G01..G05), of which one passed. Add a rubric here if it drops below 5.
-SHORT_OF_PASSES: set[tuple[str, str]] = set()
-# P1 and P4. Rubrics short of failing items (the blind fill of issue #28 brought every one to 5). Since the
-# check tiers, an item whose only misses are yellow checks passes, with care lowered.
-SHORT_OF_FAILS: set[tuple[str, str]] = set()
-# P2 and P3. Rubrics whose blind replies left fewer than MIN_EACH passing (or failing) items even after the
-# items that may be written after reading the rubric (a fifth of them): (scenario, rubric) -> (pass, fail).
-# Since the rubrics' check tiers (issue #28), an item that misses only yellow checks passes (care lowered).
-# Every P2 and P3 rubric is now filled, by replies written blind for them (ids -F01..., issue #28 fill).
-KNOWN_SHORT: dict[tuple[str, str], tuple[int, int]] = {}
-# P5. Rubrics short of MIN_EACH passing or failing items even after the items written after reading the
-# rubric (at most a fifth): (scenario, rubric) -> (pass, fail). The others were filled by replies written
-# blind for them (ids -F01..., issue #28 fill; P5-B3-S7 by a second blind pass, ids -G01...).
-P5_SHORT: dict[tuple[str, str], tuple[int, int]] = {}
 runner = CliRunner()
 
 
 def read_set(folder: Path) -> list[CalibrationItem]:
-    """Every P1-P4 item of a calibration folder, parsed as `helmbench calibrate` parses them."""
+    """Every item of a calibration folder, parsed as `helmbench calibrate` parses them."""
     items: list[CalibrationItem] = []
     for path in sorted(folder.glob("P*.yml")):
         if path.stem.startswith(PILLARS):
@@ -121,18 +105,14 @@ def test_every_rubric_of_the_scenarios_has_items(blind, scenarios):
     assert set(tally(blind, scenarios)) == rubrics
 
 
-def test_each_rubric_has_passing_and_failing_items_unless_listed_short(blind, scenarios):
+def test_every_rubric_has_five_passing_and_five_failing_items(blind, scenarios):
+    """Issue #28's floor, for every rubric of every scenario. Since the check tiers an item whose only misses
+    are yellow checks passes (care lowered), so several rubrics took more replies written blind for them
+    (ids -F01..., -G01...): the writer of the first ones had read the rubric by then."""
     counts = tally(blind, scenarios)
-    assert all(n["fail"] for n in counts.values())  # even a short rubric has a failing item
-    assert all(n["pass"] for r, n in counts.items() if r[0].startswith(P2_P3))  # and in P2, P3 a passing one
-    first = {r: n for r, n in counts.items() if r[0].startswith(P1_P4)}
-    assert {r for r, n in first.items() if n["fail"] < MIN_EACH} == SHORT_OF_FAILS
-    assert {r for r, n in first.items() if n["pass"] < MIN_EACH} == SHORT_OF_PASSES
-    second = {r: (n["pass"], n["fail"]) for r, n in counts.items() if r[0].startswith(P2_P3)}
-    assert {r: n for r, n in second.items() if min(n) < MIN_EACH} == KNOWN_SHORT
-    fifth = {r: (n["pass"], n["fail"]) for r, n in counts.items() if r[0].startswith(P5)}
-    assert all(min(n) for n in fifth.values())  # in P5 every rubric has a passing and a failing item
-    assert {r: n for r, n in fifth.items() if min(n) < MIN_EACH} == P5_SHORT
+    assert set(counts) == {(code, name) for code, s in scenarios.items() for name in scenario_rubrics(s)}
+    short = {r: (n["pass"], n["fail"]) for r, n in counts.items() if min(n["pass"], n["fail"]) < MIN_EACH}
+    assert short == {}
 
 
 def test_items_written_after_reading_a_rubric_stay_at_most_a_fifth(blind, scenarios):
