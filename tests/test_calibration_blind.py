@@ -105,6 +105,11 @@ def test_every_rubric_of_the_scenarios_has_items(blind, scenarios):
     assert set(tally(blind, scenarios)) == rubrics
 
 
+def test_the_how_to_gives_the_set_s_size(blind):
+    text = " ".join((BENCHMARK.parent / "docs" / "how-to" / "calibrate-a-judge.md").read_text().split())
+    assert f"holds {len(blind):,} items" in text
+
+
 def test_every_rubric_has_five_passing_and_five_failing_items(blind, scenarios):
     """Issue #28's floor, for every rubric of every scenario. Since the check tiers an item whose only misses
     are yellow checks passes (care lowered), so several rubrics took more replies written blind for them
