@@ -42,7 +42,7 @@ STAMP_NAME = ".helmbench-dev-install"
 #: took 558-623 s. tests/test_dev.py checks that each still exists and is of its kind.
 FIRST_RUN_CASES = (
     "P1-B1-S7-C8-U4-PT2",
-    "P1-B3-S2-C7-U5-PT2",
+    "P1-B3-S1-C2-U5-PT2",
     "P2-B1-S1-C8-U5-PT2",
     "P3-B1-S2-C8-PT5",
     "P4-B1-S1-C1-U8-PT5",

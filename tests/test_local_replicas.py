@@ -17,18 +17,18 @@ from tests.openrouter_server import FakeOpenRouter
 @pytest.mark.parametrize(
     ("cpus", "size", "plan"),
     [
-        (1, 100_000_000, (1, 1)),  # one CPU: one server
-        (2, 100_000_000, (2, 1)),  # SmolLM2-135M on this project's machines: two single-thread servers
-        (4, 100_000_000, (4, 1)),
-        (16, 100_000_000, (4, 3)),  # at most four, their threads leaving a core to the harness
-        (16, 4_000_000_000, (1, 15)),  # a 7B model: one server (each replica holds its own context)
+        (1, 100_000_000, (1, 1, 2)),  # one CPU: one server
+        (2, 100_000_000, (2, 1, 1)),  # SmolLM2-135M on this project's machines: two single-thread servers
+        (4, 100_000_000, (4, 1, 1)),
+        (16, 100_000_000, (4, 3, 1)),  # at most four, their threads leaving a core to the harness
+        (16, 4_000_000_000, (1, 15, 2)),  # a 7B model: one server (each replica holds its own context)
     ],
 )
 def test_a_small_model_gets_single_thread_servers_and_a_large_one_a_single_server(
-    monkeypatch: pytest.MonkeyPatch, cpus: int, size: int, plan: tuple[int, int]
+    monkeypatch: pytest.MonkeyPatch, cpus: int, size: int, plan: tuple[int, int, int]
 ) -> None:
     monkeypatch.setattr(local_server, "usable_cpus", lambda: cpus)
-    assert local_server.replica_plan(size) == plan
+    assert local_server.replica_plan(size) == local_server.ServerPlan(*plan)
 
 
 def test_calls_go_to_the_least_busy_replica_and_a_prefix_back_to_its_replica_on_a_tie() -> None:

@@ -168,7 +168,8 @@ def test_starting_the_local_server_says_so_and_when_it_is_ready(fake_backend: Pa
         port = provider.urls[f"local/{fake_backend.name}"].split(":")[-1].removesuffix("/v1")
     finally:
         provider.close()
-    count, threads = replica_plan(fake_backend.stat().st_size)
+    plan = replica_plan(fake_backend.stat().st_size)
+    count, threads = plan.servers, plan.threads
     shape = f", {count} servers of {threads} thread{'s' * (threads > 1)} each" if count > 1 else ""
     assert screen.lines[0] == f"starting local model local/{fake_backend.name} (0.0 MB{shape}) on 127.0.0.1 …"
     assert screen.lines[1].startswith(f"local model local/{fake_backend.name} ready on 127.0.0.1:{port}")

@@ -18,7 +18,7 @@ import pytest
 from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, write, write_benchmark
 from openrouter_server import FakeOpenRouter, Reply
 
-from pytest_helmbench.providers.ratelimit import AdaptiveLimiter
+from pytest_helmbench.providers.ratelimit import AdaptiveLimiter, chained
 from tests.dbquery import rows
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
@@ -770,3 +770,39 @@ def test_summary_ends_with_tokens_usd_and_latency_percentiles_per_model(project,
         assert float(usage.group(3)) == pytest.approx(cost, abs=1e-4)
         p50, p95, p99 = (int(usage.group(i)) for i in (4, 5, 6))
         assert 10 <= p50 <= p95 <= p99
+
+
+def test_a_chained_call_takes_the_next_free_place_before_calls_that_waited_longer():
+    """A conversation's turns wait for each other: its calls go before other waiting calls, so the chain is
+    not queued behind every single-turn case at each step (the first run's simulated conversation)."""
+    limiter = AdaptiveLimiter(1, floor=1)
+    order: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with limiter.slot():
+            holding.set()
+            release.wait(5)
+
+    def call(name: str, first: bool) -> None:
+        with chained(first), limiter.slot():
+            order.append(name)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(5)
+    waiting = [threading.Thread(target=call, args=(f"case {n}", False)) for n in range(3)]
+    for thread in waiting:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while len(limiter._cond._waiters) < 3 and time.monotonic() < deadline:  # noqa: SLF001 - all three wait
+        time.sleep(0.01)
+    turn = threading.Thread(target=call, args=("conversation", True))
+    turn.start()
+    while len(limiter._cond._waiters) < 4 and time.monotonic() < deadline + 5:  # noqa: SLF001 - it waits too
+        time.sleep(0.01)
+    release.set()
+    for thread in [holder, turn, *waiting]:
+        thread.join(5)
+    assert order[0] == "conversation" and sorted(order[1:]) == ["case 0", "case 1", "case 2"]
+    assert limiter.active == 0 and limiter.chained_waiting == 0

@@ -33,6 +33,7 @@ from ..providers.chat import (
     request_key,
 )
 from ..providers.pool import ClientPool
+from ..providers.ratelimit import chained
 from ..status import Status
 from ..suite.cases import Case
 from ..suite.model import BenchmarkInfo
@@ -193,7 +194,8 @@ class Executor:
         talk = Talk(case, prompt, messages, [case.perturbation.words])
         helpers = self.helpers
         try:
-            self._converse(talk, ReplyRequest(client, request, cache_key), log, helpers)
+            with chained(conversation):  # a chain of turns: its calls go first (providers/ratelimit.py)
+                self._converse(talk, ReplyRequest(client, request, cache_key), log, helpers)
         except BudgetExhausted as exc:
             if not _failed(talk):
                 raise CaseSkipped(log.outcome(Status.SKIPPED, str(exc))) from None

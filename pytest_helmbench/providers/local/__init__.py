@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS = 512  # a small local model that loops would otherwise spend minutes per case
-LOCAL_PARALLEL = 2  # requests one server decodes at once (LocalServer's default slots)
+DEFAULT_SLOTS = 2  # requests a server decodes at once when nobody said (LocalServer's default)
 
 
 class LocalProvider(Provider):
@@ -42,6 +42,7 @@ class LocalProvider(Provider):
         self.urls: dict[str, str] = {}  # model id -> its first server's http://127.0.0.1:PORT/v1
         self.replicas: dict[str, tuple[str, ...]] = {}  # model id -> every server's URL, the first included
         self.keys: dict[str, str] = {}  # model id -> its servers' key for this session
+        self.slots: dict[str, int] = {}  # model id -> requests each of its servers decodes at once
         self._servers: dict[str, tuple[LocalServer, ...]] = {}
         self._clients = ClientCache()
 
@@ -61,17 +62,21 @@ class LocalProvider(Provider):
             weights = resolve_weights(model_id, base_dir=context.base_dir)
             log.info("local weights %s resolved in %.1f s", model_id, time.monotonic() - resolving)
             size = weights.stat().st_size
-            count, threads = replica_plan(size)
+            plan = replica_plan(size)
+            count, threads = plan.servers, plan.threads
             slug = "".join(ch if ch.isalnum() else "_" for ch in model_id)
             logs = [
                 context.base_dir / ".helmbench" / f"{slug}{f'-{n}' if n > 1 else ''}.log"
                 for n in range(1, count + 1)
             ]
-            first = LocalServer(weights, log_path=logs[0], alias=model_id, threads=threads)
+            first = LocalServer(
+                weights, log_path=logs[0], alias=model_id, threads=threads, parallel=plan.slots
+            )
             servers = (first, *(LocalServer(weights, log_path=path, alias=model_id, threads=threads,
-                                            api_key=first.api_key) for path in logs[1:]))  # fmt: skip
+                                            parallel=plan.slots, api_key=first.api_key)
+                                for path in logs[1:]))  # fmt: skip
             self._servers[model_id] = servers
-            self.keys[model_id] = first.api_key
+            self.keys[model_id], self.slots[model_id] = first.api_key, plan.slots
             plural = "s" if threads > 1 else ""
             shape = f", {count} servers of {threads} thread{plural} each" if count > 1 else ""
             say(f"starting local model {model_id} ({megabytes(size)}{shape}) on 127.0.0.1 …")
@@ -101,7 +106,7 @@ class LocalProvider(Provider):
                 api="openai", timeout=timeout, retries=settings.retries, backoff=settings.backoff, free=True
             )
             replicas = self.replicas.get(model.id) or (base_url,)
-            limiter = AdaptiveLimiter(LOCAL_PARALLEL * len(replicas))
+            limiter = AdaptiveLimiter(self.slots.get(model.id, DEFAULT_SLOTS) * len(replicas))
             client = _local_client_class()(
                 base_url, self.keys.get(model.id, ""), options, limiter=limiter, cancel=context.cancel
             )
@@ -119,11 +124,17 @@ class LocalProvider(Provider):
 
     def worker_data(self) -> dict[str, Any]:
         replicas = {model: list(urls) for model, urls in self.replicas.items()}
-        return {"urls": dict(self.urls), "keys": dict(self.keys), "replicas": replicas}
+        return {
+            "urls": dict(self.urls),
+            "keys": dict(self.keys),
+            "replicas": replicas,
+            "slots": dict(self.slots),
+        }
 
     def from_worker_data(self, data: dict[str, Any]) -> None:
         self.urls.update(data.get("urls") or {})
         self.keys.update(data.get("keys") or {})
+        self.slots.update(data.get("slots") or {})
         self.replicas.update({model: tuple(urls) for model, urls in (data.get("replicas") or {}).items()})
 
     def close(self) -> None:
@@ -135,6 +146,7 @@ class LocalProvider(Provider):
         self.urls.clear()
         self.replicas.clear()
         self.keys.clear()
+        self.slots.clear()
 
 
 def _answers(base_url: str) -> bool:

@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -102,21 +103,32 @@ SMALL_WEIGHTS_BYTES = 1 << 30
 MAX_REPLICAS = 4
 
 
-def replica_plan(weights_bytes: int) -> tuple[int, int]:
-    """How many servers to start for one model, and the threads of each.
+@dataclass(frozen=True)
+class ServerPlan:
+    """How a model is served: `servers` llama.cpp servers (its replicas), each of `threads` threads
+    decoding `slots` requests at once."""
+
+    servers: int
+    threads: int
+    slots: int
+
+
+def replica_plan(weights_bytes: int) -> ServerPlan:
+    """How to serve one model.
 
     A small model (under 1 GiB of weights) gets one single-thread server per CPU, up to MAX_REPLICAS,
-    and its calls are spread over them: one llama.cpp server of one thread reads a prompt on one core
-    only (SmolLM2-135M: about 130 tokens/s on this project's two-core machines), and one server of two
-    threads stalls whenever the harness takes a core (LocalServer's docstring); two single-thread
-    servers read 1.7x as many prompt tokens per second as one, measured with the harness busy. A
-    larger model gets one server of `default_threads()`: each replica would hold its own context
-    memory, gigabytes for a 7B model."""
+    each decoding one request at a time, and its calls are spread over them: one llama.cpp server of
+    one thread reads a prompt on one core only (SmolLM2-135M: about 130 tokens/s on this project's
+    two-core machines), one server of two threads stalls whenever the harness takes a core
+    (LocalServer's docstring), and two requests in one single-thread server interleave, so one's
+    generation waits for the other's whole prompt at each step (7 tokens/s instead of 25-47 in the
+    first run). A larger model gets one server of `default_threads()` and two slots: each replica
+    would hold its own context memory, gigabytes for a 7B model."""
     cpus = usable_cpus()
     if weights_bytes >= SMALL_WEIGHTS_BYTES or cpus < 2:
-        return 1, default_threads()
+        return ServerPlan(1, default_threads(), 2)
     replicas = min(cpus, MAX_REPLICAS)
-    return replicas, max(1, (cpus - 1) // replicas)
+    return ServerPlan(replicas, max(1, (cpus - 1) // replicas), 1)
 
 
 def _package_root() -> str:
