@@ -59,8 +59,8 @@ def test_an_affinity_key_is_the_first_message_s_opening() -> None:
 @pytest.fixture
 def two_servers():
     with (
-        FakeOpenRouter(api_keys={"k"}, latency=0.3) as one,
-        FakeOpenRouter(api_keys={"k"}, latency=0.3) as two,
+        FakeOpenRouter(api_keys={"k"}, latency=0.1) as one,
+        FakeOpenRouter(api_keys={"k"}, latency=0.1) as two,
     ):
         yield one, two
 
