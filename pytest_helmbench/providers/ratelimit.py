@@ -59,8 +59,9 @@ class AdaptiveLimiter:
                 while self.active >= int(self.limit) or (not first and self.chained_waiting):
                     self._cond.wait()
             finally:
-                self.chained_waiting -= first
-                self._cond.notify_all()
+                if first:  # the calls that waited behind this one may go now
+                    self.chained_waiting -= 1
+                    self._cond.notify_all()
             self.active += 1
         try:
             yield
