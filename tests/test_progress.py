@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_helmbench.providers.local import LocalProvider
-from pytest_helmbench.providers.local.server import replica_plan
+from pytest_helmbench.providers.local import server as local_server
 from pytest_helmbench.providers.local.weights import WeightsSource, ensure_alias_weights
 from pytest_helmbench.providers.progress import (
     PROGRESS,
@@ -159,21 +159,26 @@ def test_a_transfer_of_unknown_size_shows_what_came_and_how_fast() -> None:
     assert Transfer("x", 3_000_000, None, 2.0).text() == "x 3.0 MB 1.5 MB/s"
 
 
-def test_starting_the_local_server_says_so_and_when_it_is_ready(fake_backend: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_starting_the_local_server_says_so_and_when_it_is_ready(
+    fake_backend: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(local_server, "usable_cpus", lambda: 2)  # a small model: one server per CPU
     screen = Screen(tty=False)
     provider = LocalProvider()
+    model = f"local/{fake_backend.name}"
     try:
         with showing(screen.handler):
-            provider.prepare([f"local/{fake_backend.name}"], SimpleNamespace(base_dir=fake_backend.parent))
-        port = provider.urls[f"local/{fake_backend.name}"].split(":")[-1].removesuffix("/v1")
+            provider.prepare([model], SimpleNamespace(base_dir=fake_backend.parent))
+        addresses = [url.removeprefix("http://").removesuffix("/v1") for url in provider.replicas[model]]
     finally:
         provider.close()
-    plan = replica_plan(fake_backend.stat().st_size)
-    count, threads = plan.servers, plan.threads
-    shape = f", {count} servers of {threads} thread{'s' * (threads > 1)} each" if count > 1 else ""
-    assert screen.lines[0] == f"starting local model local/{fake_backend.name} (0.0 MB{shape}) on 127.0.0.1 …"
-    assert screen.lines[1].startswith(f"local model local/{fake_backend.name} ready on 127.0.0.1:{port}")
-    assert screen.lines[1].count("127.0.0.1:") == count
+    assert len(addresses) == 2
+    assert (
+        screen.lines[0] == f"starting local model {model} (0.0 MB, 2 servers of 1 thread each) on 127.0.0.1 …"
+    )
+    assert screen.lines[1].startswith(f"local model {model} ready on {', '.join(addresses)} in ")
     assert screen.lines[1].endswith(" s") and len(screen.lines) == 2
 
 

@@ -123,8 +123,7 @@ def test_workers_receive_what_the_controller_prepared(tmp_path: Path) -> None:
     controller = ClientPool(ProviderContext(settings()))
     local = controller.registry.for_model("local/m.gguf")
     assert isinstance(local, LocalProvider)
-    local.urls["local/m.gguf"] = "http://127.0.0.1:4321/v1"  # as prepare() leaves it
-    local.replicas["local/m.gguf"] = ("http://127.0.0.1:4321/v1", "http://127.0.0.1:4322/v1")
+    local.replicas["local/m.gguf"] = ("http://127.0.0.1:4321/v1", "http://127.0.0.1:4322/v1")  # as prepare()
     shared = tmp_path / "providers.json"
     controller.share(shared)
     worker = ClientPool(ProviderContext(settings()), shared_file=shared)

@@ -39,8 +39,7 @@ class LocalProvider(Provider):
     max_tokens_cap = LOCAL_MAX_TOKENS
 
     def __init__(self) -> None:
-        self.urls: dict[str, str] = {}  # model id -> its first server's http://127.0.0.1:PORT/v1
-        self.replicas: dict[str, tuple[str, ...]] = {}  # model id -> every server's URL, the first included
+        self.replicas: dict[str, tuple[str, ...]] = {}  # model id -> each server's http://127.0.0.1:PORT/v1
         self.keys: dict[str, str] = {}  # model id -> its servers' key for this session
         self.slots: dict[str, int] = {}  # model id -> requests each of its servers decodes at once
         self._servers: dict[str, tuple[LocalServer, ...]] = {}
@@ -57,7 +56,7 @@ class LocalProvider(Provider):
         from .server import LocalServer, replica_plan
         from .weights import resolve_weights
 
-        for model_id in sorted(set(model_ids) - set(self.urls)):
+        for model_id in sorted(set(model_ids) - set(self.replicas)):
             resolving = time.monotonic()
             weights = resolve_weights(model_id, base_dir=context.base_dir)
             log.info("local weights %s resolved in %.1f s", model_id, time.monotonic() - resolving)
@@ -83,7 +82,7 @@ class LocalProvider(Provider):
             started = time.monotonic()
             with ThreadPoolExecutor(count) as pool:  # each waits for its model to load: seconds, at once
                 urls = tuple(pool.map(lambda server: server.start(), servers))
-            self.urls[model_id], self.replicas[model_id] = urls[0], urls
+            self.replicas[model_id] = urls
             took = time.monotonic() - started
             address = ", ".join(url.removeprefix("http://").removesuffix("/v1") for url in urls)
             say(f"local model {model_id} ready on {address} in {took:.1f} s")
@@ -95,7 +94,7 @@ class LocalProvider(Provider):
         """A keyless, free client for the model's server. Before `prepare` (a resume plan works out
         request keys at collection) it points at the run's base URL, which is never called."""
         settings = context.settings
-        base_url = self.urls.get(model.id) or model.base_url or settings.base_url
+        base_url = next(iter(self.replicas.get(model.id, ())), None) or model.base_url or settings.base_url
         timeout = model.timeout or settings.timeout
 
         def create() -> ChatClient:
@@ -125,14 +124,12 @@ class LocalProvider(Provider):
     def worker_data(self) -> dict[str, Any]:
         replicas = {model: list(urls) for model, urls in self.replicas.items()}
         return {
-            "urls": dict(self.urls),
             "keys": dict(self.keys),
             "replicas": replicas,
             "slots": dict(self.slots),
         }
 
     def from_worker_data(self, data: dict[str, Any]) -> None:
-        self.urls.update(data.get("urls") or {})
         self.keys.update(data.get("keys") or {})
         self.slots.update(data.get("slots") or {})
         self.replicas.update({model: tuple(urls) for model, urls in (data.get("replicas") or {}).items()})
@@ -143,7 +140,6 @@ class LocalProvider(Provider):
         for replicas in servers.values():
             for server in replicas:
                 server.stop()
-        self.urls.clear()
         self.replicas.clear()
         self.keys.clear()
         self.slots.clear()
