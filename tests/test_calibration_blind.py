@@ -77,6 +77,12 @@ def blind() -> list[CalibrationItem]:
     return read_set(BLIND)
 
 
+@pytest.fixture(scope="module")
+def authors() -> list[CalibrationItem]:
+    """The authors' set in `benchmark/calibration/`, the circular one the blind set stands beside."""
+    return read_set(BENCHMARK / "calibration")
+
+
 def tally(items: list[CalibrationItem], scenarios: dict[str, Scenario]) -> dict[tuple[str, str], Counter]:
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for item in items:
@@ -125,10 +131,10 @@ def test_items_written_after_reading_a_rubric_stay_at_most_a_fifth(blind, scenar
         assert count["after"] * 5 <= count["items"], rubric
 
 
-def test_replies_have_realistic_lengths(blind):
+def test_replies_have_realistic_lengths(blind, authors):
     first = {i.text for i in half(blind, P1_P4)}
     assert statistics.median(len(r) for r in first) >= 800
-    old = {i.text for i in half(read_set(BENCHMARK / "calibration"), P1_P4)}
+    old = {i.text for i in half(authors, P1_P4)}
     assert statistics.median(len(r) for r in old) < 400  # the circular set it stands beside
     second = [len(i.response or "") for i in half(blind, P2_P3) if i.rubric == "reply-criteria.md"]
     assert statistics.median(second) >= 800
@@ -249,23 +255,22 @@ def overlap_ratio(items: list[CalibrationItem], rubric_text: dict[str, str]) -> 
 OVERLAP_GROUPS = (("P2-", "P3-"), ("P1-", "P4-"), ("P5-B1-", "P5-B2-"), ("P5-B3-",))
 
 
-def test_the_docs_report_the_overlap_before_and_after_as_measured(blind):
+def test_the_docs_report_the_overlap_before_and_after_as_measured(blind, authors):
     """docs/reference/benchmark-files.md's 4-gram figures, per group of pillars: the blind replies, the
     old set's, and the items written after reading the rubric, each as this file measures it (0.1 %)."""
-    old = read_set(BENCHMARK / "calibration")
-    figures: list[str] = []
-    for kind in ("blind", "old", "after"):
-        for prefixes in OVERLAP_GROUPS:
-            mine = half(blind, prefixes) if kind != "old" else half(old, prefixes)
-            mine = [i for i in mine if kind == "old" or (AFTER in i.note) == (kind == "after")]
-            figures.append(f"{100 * own_rubric_overlap(mine):.1f}")
+
+    def shares(items: list[CalibrationItem]) -> list[str]:
+        return [f"{100 * own_rubric_overlap(half(items, prefixes)):.1f}" for prefixes in OVERLAP_GROUPS]
+
+    blind_part = shares([i for i in blind if AFTER not in i.note])
+    old_part = shares(authors)
+    after_part = shares([i for i in blind if AFTER in i.note])
     text = " ".join((BENCHMARK.parent / "docs" / "reference" / "benchmark-files.md").read_text().split())
-    blind_part, old_part, after_part = figures[:4], figures[4:8], figures[8:]
     assert (
         f"is {blind_part[0]} % (P2, P3), {blind_part[1]} % (P1, P4), {blind_part[2]} % (P5-B1, P5-B2) and "
         f"{blind_part[3]} % (P5-B3) for the blind replies, against {old_part[0]} %, {old_part[1]} %, "
         f"{old_part[2]} % and {old_part[3]} %" in text
-    ), figures
+    ), (blind_part, old_part)
     assert (
         f"(they share {after_part[0]} %, {after_part[1]} %, {after_part[2]} % and {after_part[3]} %)" in text
     )
@@ -285,32 +290,28 @@ def test_four_grams_counts_shared_phrases():
     assert overlap_ratio([item], rubrics) == pytest.approx(3.0)  # all 3 of its 4-grams in A, 1 of 3 in B
 
 
-def test_blind_replies_echo_their_rubrics_less_than_the_old_items(blind, scenarios):
+def test_blind_replies_echo_their_rubrics_less_than_the_old_items(blind, scenarios, authors):
     """P1 and P4: own-rubric over other-rubric overlap, against the old items of the same scenarios."""
     first = {code: s for code, s in scenarios.items() if code.startswith(P1_P4)}
     rubric_text = {code: "\n".join(c.text for c in scenario_rubrics(s).values()) for code, s in first.items()}
-    old = [i for i in read_set(BENCHMARK / "calibration") if i.scenario in first]
+    old = [i for i in authors if i.scenario in first]
     assert overlap_ratio(half(blind, P1_P4), rubric_text) < overlap_ratio(old, rubric_text)
 
 
-def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind):
+def test_blind_replies_borrow_far_less_rubric_wording_than_the_authors_set(blind, authors):
     """P2 and P3: the share of own-rubric wording is under half the old set's (items written after
     reading the rubric left out)."""
-    old = half(read_set(BENCHMARK / "calibration"), P2_P3)
+    old = half(authors, P2_P3)
     written_blind = [i for i in half(blind, P2_P3) if AFTER not in i.note]
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
-def test_p5_blind_replies_borrow_less_than_half_the_rubric_wording_of_the_authors_set(blind):
+def test_p5_blind_replies_borrow_less_than_half_the_rubric_wording_of_the_authors_set(blind, authors):
     """P5, the scenarios with a blind file: as for P2 and P3 (0.7 % of a blind reply's 4-grams are in its
     own rubric, against 1.7 % for the old items of P5-B1 and P5-B2)."""
     written_blind = [i for i in half(blind, P5) if AFTER not in i.note and i.rubric == "reply-criteria.md"]
     covered = {i.scenario for i in written_blind}
-    old = [
-        i
-        for i in read_set(BENCHMARK / "calibration")
-        if i.scenario in covered and i.rubric == "reply-criteria.md"
-    ]
+    old = [i for i in authors if i.scenario in covered and i.rubric == "reply-criteria.md"]
     assert own_rubric_overlap(written_blind) < own_rubric_overlap(old) / 2
 
 
