@@ -216,7 +216,14 @@ def test_selection_by_k_nodeid_marker_select_and_lf(pytester, bench, helm_env):
     assert helm_env.requests == []
     assert not (pytester.path / "helmbench.db").exists()
     run(pytester, "-k", "P1-B1-S1").assert_outcomes(passed=8, failed=8)  # substring: S10 too
-    run(pytester, "--helmbench-select", "P1-B1-S1").assert_outcomes(passed=4, failed=4)
+    run(pytester, "--helmbench-select", "P1-B1-S1").assert_outcomes(passed=4, failed=4)  # never counted
+    # as deselected: the other cases are never collected (the whole shipped benchmark is 55,000 items)
+    selected = run(pytester, "--helmbench-select", "P1-B1-S10-C2", "--collect-only", "-q").stdout.lines
+    assert [line for line in selected if "::" in line] == [
+        f"benchmark/scenarios/P1-B1-S10/S10.md::P1-B1-S10-C2-{part}"
+        for part in ("PT1", "PT2", "U1-PT1", "U1-PT2")
+    ]
+    assert any(line.startswith("4 tests collected in ") for line in selected), selected
     run(pytester, "-m", "helmbench(scenario='P1-B1-S10', user_context=None)").assert_outcomes(
         passed=2, failed=2
     )
@@ -557,6 +564,7 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
         ([], {"HELMBENCH_DRY_RUN": "maybe"}, "HELMBENCH_DRY_RUN='maybe' is not a yes/no value"),
         ([], {"HELMBENCH_ESTIMATE": "maybe"}, "HELMBENCH_ESTIMATE='maybe' is not a yes/no value"),
         (["--helmbench-max-file-size=lots"], {}, "--helmbench-max-file-size: 'lots' must be a whole"),
+        (["--helmbench-select=P1-X"], {}, "--helmbench-select: 'P1-X': segment 'X' is not a code such as"),
     ],
     ids=[
         "cli",
@@ -572,6 +580,7 @@ def test_option_precedence_cli_env_ini(pytester, bench, helm_env, monkeypatch):
         "env-bool",
         "env-estimate",
         "loader",
+        "select",
     ],
 )
 # pytest passes fixtures and parametrized values by name: these parameters are the test's inputs.

@@ -127,9 +127,13 @@ class BenchmarkHooks:
         """Never a bare "no tests ran": one line saying why no HELMBench case ran and what to do."""
         if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or config.getoption("helmbench_estimate", None):
             return
-        line = nothing_ran_line(
-            config, self.benchmark(config), bool(terminalreporter.stats.get("deselected"))
+        # --helmbench-select leaves cases out at collection (plugin/items.py): pytest never counts them
+        # as deselected, yet that is why nothing ran when the benchmark has scenarios.
+        benchmark = self.benchmark(config)
+        deselected = bool(terminalreporter.stats.get("deselected")) or (
+            _has_scenarios(benchmark.path) and bool(HelmbenchState.get(config).option("select"))
         )
+        line = nothing_ran_line(config, benchmark, deselected)
         if line:
             terminalreporter.write_line(line, yellow=True)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import OPENROUTER_BASE_URL, OptionSource
 from ..errors import ConfigError
+from ..suite.cases import parse_selectors
 from ..suite.shards import parse_shard
 
 if TYPE_CHECKING:  # pytest itself is imported only where a session needs it: `helmbench` starts faster
@@ -359,6 +360,10 @@ def check_options(config: pytest.Config) -> None:
         parse_shard(values["shard"])
     except ValueError as exc:
         raise ConfigError(f"--helmbench-shard / HELMBENCH_SHARD: {exc}") from None
+    try:
+        parse_selectors(values["select"] or [])
+    except ValueError as exc:
+        raise ConfigError(f"--helmbench-select: {exc}") from None
 
 
 def check_run_choice(name: str, value: Any) -> None:

@@ -3,7 +3,9 @@
 pytest's `pytest_collection_modifyitems` is implemented once, as a wrapper, so the order is written
 here rather than decided by `tryfirst`/`trylast` flags spread over several modules:
 
-1. before every plain hook: the numeric order (or pytest-randomly's), then `--helmbench-select`;
+0. `--helmbench-select` is applied at collection, as a node id is: a case it leaves out never becomes
+   an item (plugin/items.py), and pytest's summary does not count it as deselected;
+1. before every plain hook: the numeric order (or pytest-randomly's);
 2. the plain hooks run: pytest's `-k` and `-m`, and other plugins';
 3. after them: `--helmbench-sample`, then `--helmbench-shard`, then the resume plan (a resumed
    session with the same arguments draws the same sample and shard, and drops only what its run
@@ -31,7 +33,6 @@ from ..errors import ConfigError, HelmbenchError
 from ..execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
 from ..execution.selection import SelectedCase, codes_by_model, run_fingerprints
 from ..reporting.safe_text import for_terminal
-from ..suite.cases import parse_selectors
 from ..suite.prompt import compose
 from ..suite.sampling import sample_codes
 from ..suite.shards import parse_shard, shard_codes
@@ -64,7 +65,7 @@ def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None, Any, Any]:
     """Steps 1 and 3 of the module's order, around every plain hook (step 2)."""
-    order_and_select(config, items)
+    order_cases(config, items)
     result = yield
     sample_shard_and_resume(config, items)
     deselect_unchanged(config, items)
@@ -102,20 +103,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.OK
 
 
-# --- 1. order and --helmbench-select ------------------------------------------------------------------
+# --- 1. order ----------------------------------------------------------------------------------------
 
 
-def order_and_select(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Numeric order (or pytest-randomly's), then --helmbench-select."""
-    if not sort_cases(items, keep_order=randomly_reorders(config)):
-        return
-    state = HelmbenchState.get(config)
-    try:
-        selectors = parse_selectors(state.option("select") or [])
-    except ValueError as exc:
-        raise pytest.UsageError(f"--helmbench-select: {exc}") from None
-    if selectors:
-        keep_cases(config, items, lambda it: any(s.matches(it.case.segments) for s in selectors))
+def order_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Numeric order (or pytest-randomly's). --helmbench-select applied at collection already: the
+    cases it leaves out were never collected (items.py)."""
+    sort_cases(items, keep_order=randomly_reorders(config))
 
 
 # --- 3. sample, shard, resume plan -------------------------------------------------------------------

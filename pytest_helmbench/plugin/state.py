@@ -34,7 +34,7 @@ from ..execution.unpriced import Unpriced
 from ..providers.ratelimit import AdaptiveLimiter
 from ..redaction import redact_data
 from ..reporting.tally import Tally
-from ..suite.cases import Case
+from ..suite.cases import Case, Selector, parse_selectors
 from ..suite.files import parse_file_size
 from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
 from ..suite.model import Scenario
@@ -263,6 +263,15 @@ class HelmbenchState:
 
     def load_scenario(self, md_path: Path) -> Scenario:
         return self.loader.load_scenario_file(md_path)
+
+    @cached_property
+    def selectors(self) -> list[Selector]:
+        """--helmbench-select's patterns (checked at session start: a bad one is a usage error)."""
+        return parse_selectors(self.option("select") or [])
+
+    def selected(self, case: Case) -> bool:
+        """Whether --helmbench-select keeps this case (every case without the option)."""
+        return not self.selectors or any(selector.matches(case.segments) for selector in self.selectors)
 
     def new_warnings(self) -> list[str]:
         fresh = [w for w in dict.fromkeys(self.loader.warnings) if w not in self._warned]
