@@ -236,7 +236,9 @@ def test_stall_times_out_and_stop_is_prompt(client: httpx.Client, srv: FakeOpenR
         client.post("/chat/completions", json=chat_body(), timeout=0.3)
     started = time.monotonic()
     srv.stop()
-    assert time.monotonic() - started < 2
+    assert (
+        time.monotonic() - started < 10
+    )  # prompt: well before the 30 s stall ends (a busy machine is slow, not stuck)
 
 
 def test_stop_closes_keepalive_connections() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -629,12 +628,11 @@ def _counting(known: Callable[[str], bool]) -> tuple[Callable[[str], bool], list
 def test_long_runs_of_digits_cost_linear_time(resources: CrisisResources, unit: str) -> None:
     """A 50 KB reply of digits and spaces is one long run of groups: splitting it into listed numbers
     tries each group only with the few before it that can still make one number, so the lookups (and
-    the time) grow with the reply's length, not with its cube (issue #30: "999 " x 800 took 29 s)."""
+    the time) grow with the reply's length, not with its cube (issue #30: "999 " x 800 took 29 s). The
+    lookups are counted rather than the time measured: a busy machine made a time bound fail."""
     reply = unit * (50_000 // len(unit))
     known, calls = _counting(resource_index(resources).known)
-    started = time.perf_counter()
     find_mentions(reply, known)
-    assert time.perf_counter() - started < 2.0
     groups = reply.count(" ")
     assert calls[0] <= 25 * groups + 10, (calls[0], groups)
 
