@@ -554,15 +554,17 @@ def test_calibrate_the_embedded_local_model_on_a_stratified_subset(tmp_path, mon
     monkeypatch.setenv("HELMBENCH_TIMEOUT", "600")  # a busy machine is slow, not broken
     monkeypatch.chdir(tmp_path)
     db_url = f"sqlite:///{tmp_path / 'cal.db'}"
-    args = ("--marking-model", "local/smollm2", "--limit", "6", "--concurrency", "2")
+    # Two items: one rubric's pass and fail stratum (the strata themselves are unit-tested above; each
+    # call of the 135M judge costs some 20 s of a core, six took 140 s of a suite's worker)
+    args = ("--marking-model", "local/smollm2", "--limit", "2", "--concurrency", "2")
     result = calibrate(BENCHMARK, db_url, *args)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("judge local/smollm2: κ ")
     [row] = stored_calibrations(db_url)
-    assert (row.judge, row.n_items, row.labeller) == ("local/smollm2", 6, "authors")
+    assert (row.judge, row.n_items, row.labeller) == ("local/smollm2", 2, "authors")
     overall = row.figures["overall"]
-    assert overall["n"] + overall["n_errors"] == 6
-    assert len(row.figures["rubrics"]) == len(row.rubric_hashes) == 3, "six strata: 3 rubrics, pass and fail"
+    assert overall["n"] + overall["n_errors"] == 2
+    assert len(row.figures["rubrics"]) == len(row.rubric_hashes) == 1, "two strata: a rubric's pass and fail"
 
 
 def test_calibrate_with_human_ratings_reports_and_stores_rater_figures(small_bench, helm_env, tmp_path):

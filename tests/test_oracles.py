@@ -1036,10 +1036,11 @@ def test_refuse_all_is_judged_not_errored_in_the_deployed_layout(
     assert counts == {"seed": 40, "deployed": 40}
 
 
-def test_the_index_composes_a_scenario_s_cases_when_one_of_its_prompts_is_first_looked_up(tmp_path):
-    """Building the index composes no case; a prompt composes its own scenario's cases alone, and then
-    every case of it is found by its opening in both layouts, as a request and as a judge renders it;
-    an unknown prompt composes the rest and is still unknown."""
+def test_the_index_composes_a_perturbation_s_cases_when_one_of_its_prompts_is_first_looked_up(tmp_path):
+    """Building the index composes no case; a prompt composes its own perturbation's cases alone (of
+    every condition and user context, in both layouts), and then every case of its scenario is found by
+    its opening in both layouts, as a request and as a judge renders it; an unknown prompt composes the
+    rest and is still unknown."""
     from pytest_helmbench.providers.oracle_index import build_index, rendered_opening
 
     root = write_benchmark(tmp_path / "benchmark", scenarios=("P1-B1-S1", "P1-B2-S1"))
@@ -1047,17 +1048,22 @@ def test_the_index_composes_a_scenario_s_cases_when_one_of_its_prompts_is_first_
         path = root / "scenarios" / "P1-B2-S1" / name
         path.write_text(path.read_text().replace("Sydney", "Leeds").replace("powerhouse", "ribosome"))
     index = build_index(root, EVALUATORS)
-    assert sorted(index.pending) == ["P1-B1-S1", "P1-B2-S1"] and index.cases == {}
+    every = [
+        (scenario, perturbation) for scenario in ("P1-B1-S1", "P1-B2-S1") for perturbation in ("PT1", "PT2")
+    ]
+    assert sorted(index.pending) == every and index.cases == {}
     loaded = scenarios(root)
     cases = [case for case in expand(loaded["P1-B2-S1"], [""], ("seed", "deployed"))]
-    first = compose(cases[0]).messages
-    assert [e.code for e in index.case(first)] == [cases[0].code]
-    assert sorted(index.pending) == ["P1-B1-S1"]
+    for layout in ("seed", "deployed"):
+        first = next(case for case in cases if case.layout == layout and case.perturbation.code == "PT2")
+        assert [e.code for e in index.case(compose(first).messages)] == [first.code], layout
+        assert sorted(index.pending) == every[:3], "only that perturbation's cases were composed"
     for case in cases:
         messages = compose(case).messages
         assert case.code in [e.code for e in index.case(messages)], case.code
         head = render_messages(messages[: next(i for i, m in enumerate(messages) if m["role"] == "user") + 1])
         assert rendered_opening(messages) in index.conversations
         assert case.code in [e.code for e in index.conversation(head)], case.code
+    assert sorted(index.pending) == every[:2]
     assert index.case([{"role": "user", "content": "not a case of this benchmark"}]) == []
     assert index.pending == {} and any(e.code.startswith("P1-B1-S1") for v in index.cases.values() for e in v)

@@ -188,8 +188,11 @@ class OracleIndex:
     # a case's opening messages as a judge or extractor sees them (render_messages) -> the case
     conversations: dict[str, list[CaseEntry]] = field(default_factory=dict)
     digest: str = ""
-    # loaded scenarios whose cases are not composed yet, in folder order, with their references
-    pending: dict[str, tuple[Scenario, References | None]] = field(default_factory=dict)
+    # (scenario, perturbation) codes whose cases are not composed yet, in folder order: the scenario, its
+    # references and the perturbation
+    pending: dict[tuple[str, str], tuple[Scenario, References | None, Component]] = field(
+        default_factory=dict
+    )
     rank: dict[str, int] = field(default_factory=dict)  # scenario code -> folder order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -210,29 +213,34 @@ class OracleIndex:
         return self.rubrics.get(text)
 
     def _compose_for(self, opening: str, found: Callable[[], bool]) -> None:
-        """Index the cases of every pending scenario whose prompts can open with `opening` (the first
-        user message); of every pending scenario when none can (an unknown prompt stays unknown).
-        `found`: whether another thread indexed the looked-up prompt while this one waited."""
+        """Index the cases of every pending perturbation whose prompts can open with `opening` (the
+        first user message); of every pending one when none can (an unknown prompt stays unknown).
+        One perturbation's cases, not its scenario's: a few cases of a large benchmark compose a few
+        hundred prompts, not tens of thousands. `found`: whether another thread indexed the looked-up
+        prompt while this one waited."""
         with self._lock:
             if not self.pending or found():
                 return
             fits = [
-                code
-                for code, (scenario, _) in self.pending.items()
-                if (scenario.text and opening.startswith(scenario.text))
-                or any(p.words == opening for p in scenario.perturbations)
+                key
+                for key, (scenario, _, perturbation) in self.pending.items()
+                if _may_open(scenario, perturbation, opening)
             ]
-            for code in fits or list(self.pending):
-                scenario, references = self.pending.pop(code)
-                self._add_cases(scenario, references)
+            for key in fits or list(self.pending):
+                scenario, references, perturbation = self.pending.pop(key)
+                self._add_cases(scenario, references, perturbation)
 
-    def _add_cases(self, scenario: Scenario, references: References | None) -> None:
-        """Every case of `scenario` in every layout, by its opening; lists keep the benchmark's folder
-        order whichever scenario was composed first. A list another thread may be reading is replaced,
-        never changed in place."""
+    def _add_cases(
+        self, scenario: Scenario, references: References | None, perturbation: Component | None = None
+    ) -> None:
+        """Every case of `scenario` (of its `perturbation` only, when given) in every layout, by its
+        opening; lists keep the benchmark's folder order whichever scenario was composed first. A list
+        another thread may be reading is replaced, never changed in place."""
         cases: dict[str, list[CaseEntry]] = {}
         conversations: dict[str, list[CaseEntry]] = {}
         for case in expand(scenario, [""], LAYOUTS):
+            if perturbation is not None and case.perturbation.code != perturbation.code:
+                continue
             dialogue = case.perturbation.dialogue
             scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
             entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
@@ -245,6 +253,16 @@ class OracleIndex:
             for key, entries in new.items():
                 merged = [*known.get(key, ()), *entries]
                 known[key] = sorted(merged, key=lambda e: self.rank.get(e.scenario.code, 0))  # stable
+
+
+def _may_open(scenario: Scenario, perturbation: Component, opening: str) -> bool:
+    """Whether a case of this perturbation can have `opening` as its first user message: the deployed
+    layout sends the perturbation's words alone, the seed layout the scenario's text first and the
+    perturbation's text last (suite/prompt.py)."""
+    if perturbation.words == opening:
+        return True
+    seed = bool(scenario.text) and opening.startswith(scenario.text)
+    return seed and (not perturbation.text or opening.endswith(perturbation.text))
 
 
 def _first_user_text(messages: list[dict[str, str]]) -> str:
@@ -284,7 +302,8 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
         if any(p.dialogue is not None and p.dialogue.simulation is not None for p in scenario.perturbations):
             index._add_cases(scenario, references)  # now: oracle/user finds a case by its persona alone
         else:
-            index.pending[scenario.code] = (scenario, references)
+            for perturbation in scenario.perturbations:
+                index.pending[(scenario.code, perturbation.code)] = (scenario, references, perturbation)
         if references is not None:
             _add_references(index, scenario, references)
     try:
