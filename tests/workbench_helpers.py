@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 
 from pytest_helmbench.storage.engine import make_engine
 
@@ -32,10 +34,56 @@ def env() -> dict[str, str]:
     return found
 
 
+#: (database kind and server, sample) -> a pristine copy of that judged run, made by the first test of this
+#: process that asked for it: a SQLite file, or a PostgreSQL database used as a template.
+_PRISTINE: dict[tuple[str, int], str] = {}
+_COPIES = tempfile.TemporaryDirectory(prefix="helmbench-judged-runs-")
+
+
 def judged_run(db_url: str, folder: Path, sample: int = 16) -> None:
-    """Two oracle models' runs of a sample of the shipped benchmark, judged by the oracle judge."""
+    """Two oracle models' runs of a sample of the shipped benchmark, judged by the oracle judge, in the
+    new, empty database `db_url`. The first call per sample size (and database server) in a process runs
+    pytest; later ones copy what it stored (the workbench tests read a run, they do not test making one;
+    a run of the shipped benchmark is several seconds)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
+    url = make_url(db_url)
+    key = (f"{url.drivername}@{url.host}:{url.port}", sample)
+    if key in _PRISTINE:
+        _copy_database(_PRISTINE[key], db_url)
+        return
+    _run_judged(db_url, folder, sample)
+    copy = (
+        f"sqlite:///{Path(_COPIES.name) / f'judged-{sample}.db'}"
+        if url.get_backend_name() == "sqlite"
+        else str(url.set(database=f"judged_{os.getpid()}_{sample}"))
+    )
+    _copy_database(db_url, copy, create=True)
+    _PRISTINE[key] = copy
+
+
+def _copy_database(source: str, target: str, create: bool = False) -> None:
+    """SQLite: the backup API, file to file. PostgreSQL: `target` (empty, or made when `create`) is
+    dropped and made again from `source` as its template (nothing may be connected to `source`)."""
+    source_url, target_url = make_url(source), make_url(target)
+    if source_url.get_backend_name() == "sqlite":
+        src, dst = sqlite3.connect(source_url.database), sqlite3.connect(target_url.database)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        return
+    import psycopg
+
+    server = f"host={target_url.host} port={target_url.port} user={target_url.username} dbname=postgres"
+    with psycopg.connect(server, autocommit=True) as conn:
+        if not create:
+            conn.execute(f'DROP DATABASE "{target_url.database}"')
+        conn.execute(f'CREATE DATABASE "{target_url.database}" TEMPLATE "{source_url.database}"')
+
+
+def _run_judged(db_url: str, folder: Path, sample: int) -> None:
     done = subprocess.run(
         [
             PYTEST,
