@@ -45,7 +45,7 @@ FIRST_RUN_CASES = (
     "P1-B3-S1-C2-U5-PT2",
     "P2-B1-S1-C8-U5-PT2",
     "P3-B1-S2-C8-PT5",
-    "P4-B1-S1-C1-U8-PT5",
+    "P4-B2-S3-C1-U8-PT5",  # one rubric (P4-B1-S1 has two: a judge call more)
     "P5-B2-S8-C5-U3-PT4",
     "P1-B2-S5-C2-PT2",  # scripted conversation
     "P1-B2-S5-C1-PT1",  # simulated conversation, five turns

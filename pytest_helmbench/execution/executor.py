@@ -8,12 +8,16 @@ is gathered in a CaseLog; the case's Outcome is built from it once, where the ca
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, NoReturn, Protocol
 
 from ..codes import DEPLOYED
 from ..config import Settings
@@ -22,6 +26,7 @@ from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError, nothing_to_extract, reply_alone
 from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
+from ..jsontext import response_text
 from ..providers.base import ModelClient
 from ..providers.chat import (
     CacheEntry,
@@ -44,7 +49,7 @@ from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
 from .sheet import ReplySheet, case_sheet, verdict_sheet
-from .simulated_user import next_user_turn
+from .simulated_user import add_user_turn, next_user_turn, user_agent_turn
 from .turns import JudgedReply, Talk, conversation_verdict, whole_checks, with_whole
 
 log = logging.getLogger(__name__)
@@ -228,16 +233,22 @@ class Executor:
         model = self.settings.model(talk.case.model)
         client = turn_request.client
         endpoint = self.clients.endpoint(model, client)
+        simulation = talk.prompt.simulation
+        ahead = simulation is not None and simulation.attack is None and not talk.prompt.live
         while True:
             self._step(talk, log, "the model's reply")
-            turn = self._turn(talk, turn_request, log, helpers)
+            judge = self._turn(talk, turn_request, log, helpers)
+            if ahead:
+                turn, go_on = self._judge_ahead(talk, judge, log, helpers)
+            else:
+                turn, go_on = judge(), partial(next_user_turn, helpers, self.settings, talk, log)
             if turn.verdict.status is not Status.ERROR:
                 turn = self._stop_check(talk, turn, log, helpers)
             talk.turns.append(turn)
             if turn.verdict.status is Status.ERROR:
-                return
+                return  # a message the user agent wrote meanwhile is left out, as if never asked
             reached = turn.stop is not None and turn.stop["reached"]  # an attacker's goal: it ends here
-            if reached or not self._continue(talk, log, helpers):  # ended: the checks asked once, over it all
+            if reached or not self._continue(talk, log, go_on):  # ended: the checks asked once, over it all
                 self._step(talk, log, "the whole conversation's checks")
                 talk.whole = whole_checks(self.evaluators, talk, helpers.panel(log, self._votes(talk.case)))
                 return
@@ -281,9 +292,32 @@ class Executor:
             raise CaseError(outcome)
         return outcome
 
-    def _turn(self, talk: Talk, turn_request: ReplyRequest, log: CaseLog, helpers: Helpers) -> JudgedReply:
-        """One reply of the model under test (cache under the request's key, ceiling, network) and its
-        verdict."""
+    def _judge_ahead(
+        self, talk: Talk, judge: Callable[[], JudgedReply], log: CaseLog, helpers: Helpers
+    ) -> tuple[JudgedReply, Callable[[], bool]]:
+        """A simulated turn's verdict, judged in a second thread while the user agent writes the next
+        message, and what goes on with that message. The user agent reads the replies, never the
+        verdicts, so neither has to wait for the other: one after the other, a turn's judge and user
+        calls were most of a conversation's time on the local model. Its message (or its error) is
+        used only once the reply's verdict is known not to be an error, as if asked after it."""
+        replies = [response_text(turn.response.content or "") for turn in talk.turns]
+        replies.append(response_text(talk.messages[-1]["content"]))  # the reply being judged
+        pool = ThreadPoolExecutor(1, thread_name_prefix="helmbench-judge")
+        try:
+            judging = pool.submit(contextvars.copy_context().run, judge)  # its calls stay chained
+            try:
+                written = user_agent_turn(helpers, self.settings, talk, log, replies)
+            except Exception as exc:  # raised when the conversation would have asked (_continue)
+                return judging.result(), partial(_raise, exc)
+            return judging.result(), partial(_add_written, talk, written)
+        finally:
+            pool.shutdown(wait=False)  # a timeout interrupting this thread does not wait for the judge
+
+    def _turn(
+        self, talk: Talk, turn_request: ReplyRequest, log: CaseLog, helpers: Helpers
+    ) -> Callable[[], JudgedReply]:
+        """One reply of the model under test (cache under the request's key, ceiling, network), and
+        what judges it, to run now or beside the user agent's next message (_judge_ahead)."""
         case = talk.case
         try:
             response = self._call(turn_request.client, turn_request.request, turn_request.key, log)
@@ -309,7 +343,7 @@ class Executor:
             reply = response.content or ""
             if not reply.strip():  # nothing to extract: the user read nothing
                 empty = ReplyVerdict(Status.FAILED, "empty reply (no content)", actual=reply)
-                return JudgedReply(index, response, empty, sheet=self._sheet(case, empty))
+                return partial(JudgedReply, index, response, empty, sheet=self._sheet(case, empty))
             if nothing_to_extract(case.scenario):  # the schema is the reply alone: no call
                 graded = reply_alone(reply).response(response)
             else:
@@ -319,19 +353,25 @@ class Executor:
                 except ExtractionError as exc:
                     raise self._error(log, exc.reason, exc, talk, keep_response=True) from None
                 graded = extraction.response(response)
-        self._step(talk, log, "checks and judge calls")
         live = talk.prompt.live
         guidance = live[index - 1].expect if 0 < index <= len(live) else None
-        verdict = evaluate_case(
-            self.evaluators,
-            with_guidance(case.scenario, guidance),  # a live script's `## Expect` for this turn
-            conversation,
-            graded,
-            helpers.panel(log, self._votes(case)),
-            CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
-        )
-        sheet = self._sheet(case, verdict)
-        return JudgedReply(index, response, verdict, extraction, sheet, prompt=conversation, graded=graded)
+
+        def judged() -> JudgedReply:
+            self._step(talk, log, "checks and judge calls")
+            verdict = evaluate_case(
+                self.evaluators,
+                with_guidance(case.scenario, guidance),  # a live script's `## Expect` for this turn
+                conversation,
+                graded,
+                helpers.panel(log, self._votes(case)),
+                CaseFacts(case.locale, case.language, case.declines_resources, self.resources),
+            )
+            sheet = self._sheet(case, verdict)
+            return JudgedReply(
+                index, response, verdict, extraction, sheet, prompt=conversation, graded=graded
+            )
+
+        return judged
 
     def _sheet(self, case: Case, verdict: ReplyVerdict) -> ReplySheet:
         """The reply's harm and care (scoring version 3), weighted as benchmark.yml weighs its scenario."""
@@ -352,11 +392,12 @@ class Executor:
             talk.turns.append(turn)
             raise self._error(log, f"stop_when: {exc.reason}", exc, talk, keep_response=True) from None
 
-    def _continue(self, talk: Talk, log: CaseLog, helpers: Helpers) -> bool:
-        """Whether a simulated conversation goes on: the user agent wrote a next message (appended)."""
+    def _continue(self, talk: Talk, log: CaseLog, go_on: Callable[[], bool]) -> bool:
+        """Whether the conversation goes on: `go_on` appended a next user message (the script's, or the
+        user agent's: asked now, or already written while the reply was judged)."""
         self._step(talk, log, "the simulated user's next message")
         try:
-            return next_user_turn(helpers, self.settings, talk, log)
+            return go_on()
         except CallError as exc:
             raise self._error(log, f"simulated user: {exc.reason}", exc, talk, keep_response=True) from None
 
@@ -500,3 +541,16 @@ def _add(total: Any, value: Any, first: bool) -> Any:
     if total is None or value is None:
         return total if value is None else value
     return total + value
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error
+
+
+def _add_written(talk: Talk, written: str | None) -> bool:
+    """The user agent's message, written while the reply was judged, becomes the next user turn;
+    None: it ended the conversation."""
+    if written is None:
+        return False
+    add_user_turn(talk, written)
+    return True

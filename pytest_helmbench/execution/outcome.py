@@ -7,6 +7,7 @@ the controller can store content rows without reloading the benchmark.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -180,12 +181,15 @@ class CaseLog:
     judge_cost_usd: float | None = None
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None
+    # A simulated turn's judges and the user agent's next message run at once (executor._judge_ahead)
+    _helpers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_helper_call(self, response: Any) -> None:
         """Count one helper call's cost and tokens (a replayed answer costs 0; unknown stays unknown)."""
-        self.judge_cost_usd = _plus(self.judge_cost_usd, response.cost_usd)
-        self.judge_prompt_tokens = _plus(self.judge_prompt_tokens, response.prompt_tokens)
-        self.judge_completion_tokens = _plus(self.judge_completion_tokens, response.completion_tokens)
+        with self._helpers_lock:
+            self.judge_cost_usd = _plus(self.judge_cost_usd, response.cost_usd)
+            self.judge_prompt_tokens = _plus(self.judge_prompt_tokens, response.prompt_tokens)
+            self.judge_completion_tokens = _plus(self.judge_completion_tokens, response.completion_tokens)
 
     def outcome(self, status: Status, reason: str, ruled: Mapping[str, Any] | None = None) -> Outcome:
         """The case's Outcome: `start`, what the calls did, and `ruled` (what the ending decided:
@@ -200,7 +204,9 @@ class CaseLog:
         )
 
 
-_LOGGED = tuple(f.name for f in fields(CaseLog) if f.name not in ("start", "replayed", "conversation"))
+_LOGGED = tuple(
+    f.name for f in fields(CaseLog) if f.name not in ("start", "replayed", "conversation", "_helpers_lock")
+)
 
 
 def _plus(total: Any, value: Any) -> Any:

@@ -77,13 +77,26 @@ def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLo
         answered = len(talk.turns)
         if answered >= len(live):
             return False
-        following = live[answered].text
-        talk.user_texts.append(following)
-        talk.messages.append(user_turn(talk.prompt.layout, following))
+        add_user_turn(talk, live[answered].text)
         return True
-    simulation = talk.prompt.simulation
-    if simulation is None or len(talk.turns) >= simulation.turns:
+    replies = [response_text(turn.response.content or "") for turn in talk.turns]
+    following = user_agent_turn(helpers, settings, talk, log, replies)
+    if following is None:
         return False
+    add_user_turn(talk, following)
+    return True
+
+
+def user_agent_turn(
+    helpers: Helpers, settings: Settings, talk: Talk, log: CaseLog, replies: list[str]
+) -> str | None:
+    """The simulated user's next message after the model's `replies` so far (the last may not be
+    judged yet: the user agent reads replies, never verdicts), or None when the conversation is over
+    (the turn limit, or the user agent ended it). Appends nothing. CallError when the user agent gave
+    no usable answer."""
+    simulation = talk.prompt.simulation
+    if simulation is None or len(replies) >= simulation.turns:
+        return None
     agent = settings.user_agent
     if agent is None:
         raise CallError(
@@ -91,7 +104,6 @@ def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLo
         )
     seed = agent.seed if agent.seed is not None else settings.seed
     agent = replace(agent, temperature=0.0, seed=USER_AGENT_SEED if seed is None else seed)
-    replies = [response_text(turn.response.content or "") for turn in talk.turns]
     attack = simulation.attack
     asked = UserAgentMessages(
         simulation.persona,
@@ -100,9 +112,10 @@ def next_user_turn(helpers: Helpers, settings: Settings, talk: Talk, log: CaseLo
         attack.strategy_text if attack is not None else None,
     )
     response = helpers.send(agent, asked.messages, USER_AGENT_SCHEMA, log, role="the simulated user")
-    following = read_next_turn(response)
-    if following.message is None:
-        return False
-    talk.user_texts.append(following.message)
-    talk.messages.append(user_turn(talk.prompt.layout, following.message))
-    return True
+    return read_next_turn(response).message
+
+
+def add_user_turn(talk: Talk, message: str) -> None:
+    """The simulated user's message becomes the conversation's next user turn."""
+    talk.user_texts.append(message)
+    talk.messages.append(user_turn(talk.prompt.layout, message))
