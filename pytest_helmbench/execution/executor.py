@@ -8,16 +8,14 @@ is gathered in a CaseLog; the case's Outcome is built from it once, where the ca
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from ..codes import DEPLOYED
 from ..config import Settings
@@ -26,7 +24,6 @@ from ..evaluation.builtin import builtin_registry
 from ..evaluation.extraction import ExtractionError, nothing_to_extract, reply_alone
 from ..evaluation.pipeline import CaseFacts, ReplyVerdict, evaluate_case
 from ..evaluation.registry import EvaluatorRegistry
-from ..jsontext import response_text
 from ..providers.base import ModelClient
 from ..providers.chat import (
     CacheEntry,
@@ -49,7 +46,7 @@ from .budget import BudgetExhausted, CostLedger, StopBoard
 from .judging import Helpers
 from .outcome import CaseError, CaseLog, CaseSkipped, ModelStopped, Outcome, provenance
 from .sheet import ReplySheet, case_sheet, verdict_sheet
-from .simulated_user import add_user_turn, next_user_turn, user_agent_turn
+from .simulated_user import judge_while_user_writes, next_user_turn
 from .turns import JudgedReply, Talk, conversation_verdict, whole_checks, with_whole
 
 log = logging.getLogger(__name__)
@@ -239,7 +236,7 @@ class Executor:
             self._step(talk, log, "the model's reply")
             judge = self._turn(talk, turn_request, log, helpers)
             if ahead:
-                turn, go_on = self._judge_ahead(talk, judge, log, helpers)
+                turn, go_on = judge_while_user_writes(judge, helpers, self.settings, talk, log)
             else:
                 turn, go_on = judge(), partial(next_user_turn, helpers, self.settings, talk, log)
             if turn.verdict.status is not Status.ERROR:
@@ -292,32 +289,11 @@ class Executor:
             raise CaseError(outcome)
         return outcome
 
-    def _judge_ahead(
-        self, talk: Talk, judge: Callable[[], JudgedReply], log: CaseLog, helpers: Helpers
-    ) -> tuple[JudgedReply, Callable[[], bool]]:
-        """A simulated turn's verdict, judged in a second thread while the user agent writes the next
-        message, and what goes on with that message. The user agent reads the replies, never the
-        verdicts, so neither has to wait for the other: one after the other, a turn's judge and user
-        calls were most of a conversation's time on the local model. Its message (or its error) is
-        used only once the reply's verdict is known not to be an error, as if asked after it."""
-        replies = [response_text(turn.response.content or "") for turn in talk.turns]
-        replies.append(response_text(talk.messages[-1]["content"]))  # the reply being judged
-        pool = ThreadPoolExecutor(1, thread_name_prefix="helmbench-judge")
-        try:
-            judging = pool.submit(contextvars.copy_context().run, judge)  # its calls stay chained
-            try:
-                written = user_agent_turn(helpers, self.settings, talk, log, replies)
-            except Exception as exc:  # raised when the conversation would have asked (_continue)
-                return judging.result(), partial(_raise, exc)
-            return judging.result(), partial(_add_written, talk, written)
-        finally:
-            pool.shutdown(wait=False)  # a timeout interrupting this thread does not wait for the judge
-
     def _turn(
         self, talk: Talk, turn_request: ReplyRequest, log: CaseLog, helpers: Helpers
     ) -> Callable[[], JudgedReply]:
         """One reply of the model under test (cache under the request's key, ceiling, network), and
-        what judges it, to run now or beside the user agent's next message (_judge_ahead)."""
+        what judges it, to run now or beside the user agent's next message (judge_while_user_writes)."""
         case = talk.case
         try:
             response = self._call(turn_request.client, turn_request.request, turn_request.key, log)
@@ -541,16 +517,3 @@ def _add(total: Any, value: Any, first: bool) -> Any:
     if total is None or value is None:
         return total if value is None else value
     return total + value
-
-
-def _raise(error: Exception) -> NoReturn:
-    raise error
-
-
-def _add_written(talk: Talk, written: str | None) -> bool:
-    """The user agent's message, written while the reply was judged, becomes the next user turn;
-    None: it ended the conversation."""
-    if written is None:
-        return False
-    add_user_turn(talk, written)
-    return True

@@ -181,7 +181,7 @@ class CaseLog:
     judge_cost_usd: float | None = None
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None
-    # A simulated turn's judges and the user agent's next message run at once (executor._judge_ahead)
+    # A simulated turn's judges and the user agent's next message run at once (judge_while_user_writes)
     _helpers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_helper_call(self, response: Any) -> None:

@@ -11,7 +11,12 @@ request key), so the same model answers replay the same conversation.
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import NoReturn
 
 from ..config import Settings
 from ..evaluation.answers import AnswerInvalid, parse_json_content
@@ -21,7 +26,7 @@ from ..providers.user_agent_wire import USER_AGENT_SCHEMA, UserAgentMessages
 from ..suite.prompt import Message, user_turn
 from .judging import Helpers
 from .outcome import CaseLog
-from .turns import Talk
+from .turns import JudgedReply, Talk
 
 USER_AGENT_SEED = 0  # the seed when neither models.yml nor --helmbench-seed gives one
 
@@ -119,3 +124,38 @@ def add_user_turn(talk: Talk, message: str) -> None:
     """The simulated user's message becomes the conversation's next user turn."""
     talk.user_texts.append(message)
     talk.messages.append(user_turn(talk.prompt.layout, message))
+
+
+def judge_while_user_writes(
+    judge: Callable[[], JudgedReply], helpers: Helpers, settings: Settings, talk: Talk, log: CaseLog
+) -> tuple[JudgedReply, Callable[[], bool]]:
+    """A simulated turn's verdict (`judge`, run in a second thread) while the user agent writes the
+    next message, and what then goes on with that message. The user agent reads the replies, never
+    the verdicts, so neither waits for the other: one after the other, a turn's judge and user calls
+    were most of a conversation's time on the local model. The message (or the user agent's error) is
+    used only once the verdict is known not to be an error, as if asked after it (executor._converse)."""
+    replies = [response_text(turn.response.content or "") for turn in talk.turns]
+    replies.append(response_text(talk.messages[-1]["content"]))  # the reply being judged
+    pool = ThreadPoolExecutor(1, thread_name_prefix="helmbench-judge")
+    try:
+        judging = pool.submit(contextvars.copy_context().run, judge)  # its calls stay chained
+        try:
+            written = user_agent_turn(helpers, settings, talk, log, replies)
+        except Exception as exc:  # raised when the conversation would have asked for it
+            return judging.result(), partial(_raise, exc)
+        return judging.result(), partial(_add_written, talk, written)
+    finally:
+        pool.shutdown(wait=False)  # a timeout interrupting this thread does not wait for the judge
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error
+
+
+def _add_written(talk: Talk, written: str | None) -> bool:
+    """The message written while the reply was judged becomes the next user turn; None: the user agent
+    ended the conversation."""
+    if written is None:
+        return False
+    add_user_turn(talk, written)
+    return True
