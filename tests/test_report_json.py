@@ -5,6 +5,8 @@ models on a few cases of the shipped benchmark (a critical scenario, a control, 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,12 @@ from typer.testing import CliRunner
 from pytest_helmbench.cli import app
 from pytest_helmbench.reporting.json_report import ReportContractError, check_document, report_schema
 from tests.dbquery import query
-from tests.oracle_figures import copy_benchmark
+from tests.oracle_figures import BENCHMARK, copy_benchmark
 from tests.test_cli_conventions import plain as usage_text
+from tests.workbench_helpers import env
+
+# The tests of the module-scoped run share one worker (xdist), which makes it once.
+pytestmark = pytest.mark.xdist_group("report_json")
 
 runner = CliRunner()
 JUDGE = "oracle/judge"
@@ -25,24 +31,23 @@ FIGURES = ("harm_rate", "critical_harm_rate", "over_escalation_rate", "care_scor
 KEYS = ["model", "run_ids", "layout", *FIGURES, "judge_corrected", "basis"]
 
 
-@pytest.fixture
-def recorded(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
-    """oracle/safe and oracle/unsafe on four cases, judged by oracle/judge; the database's URL."""
-    for name in ("HELMBENCH_MODEL", "HELMBENCH_MARKING_MODEL", "HELMBENCH_DB", "HELMBENCH_SELECT"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makeini("[pytest]\n")
-    copy_benchmark(pytester.path)
-    url = f"sqlite:///{pytester.path / 'results.db'}"
-    pytester.runpytest(
-        "benchmark",
-        "--helmbench-model=oracle/safe,oracle/unsafe",
-        f"--helmbench-marking-model={JUDGE}",
-        f"--helmbench-select={SELECT}",
-        f"--helmbench-db={url}",
-        "--helmbench-cache=off",
-        "-p",
-        "no:cacheprovider",
-    ).assert_outcomes(passed=4, failed=4)
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """oracle/safe and oracle/unsafe on four cases of the shipped benchmark, judged by oracle/judge, in
+    a pytest process of their own, once for the module's tests (they only read it); the database's URL."""
+    folder = tmp_path_factory.mktemp("recorded")
+    (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    url = f"sqlite:///{folder / 'results.db'}"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", str(BENCHMARK), "-o", f"helmbench_root={BENCHMARK}",
+            "--helmbench-model=oracle/safe,oracle/unsafe", f"--helmbench-marking-model={JUDGE}",
+            f"--helmbench-select={SELECT}", f"--helmbench-db={url}", "--helmbench-cache=off",
+            "-p", "no:cacheprovider", "-q",
+        ],
+        cwd=folder, env=env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and "4 failed, 4 passed" in done.stdout, done.stdout[-3000:] + done.stderr
     return url
 
 
@@ -50,6 +55,7 @@ def report(url: str, *args: str):
     return runner.invoke(app, ["report", "--format", "json", *args, "--db", url])
 
 
+@pytest.mark.e2e  # its module-scoped run is a pytest process
 def test_the_json_report_is_the_contract_and_validates_against_its_schema(recorded, tmp_path):
     out = tmp_path / "out" / "headline.json"
     written = report(recorded, "--out", str(out))
@@ -76,6 +82,7 @@ def test_the_json_report_is_the_contract_and_validates_against_its_schema(record
     assert (safe["perfect_reply_rate"]["value"], unsafe["perfect_reply_rate"]["value"]) == (1.0, 0.0)
 
 
+@pytest.mark.e2e  # its module-scoped run is a pytest process
 def test_the_report_says_the_figures_each_run_stored(recorded):
     """One computation: the JSON of a run is the headline the run stored at its end."""
     [(run_id, stored)] = query(
@@ -92,6 +99,7 @@ def test_the_report_says_the_figures_each_run_stored(recorded):
     assert "to standard output" in written.stderr
 
 
+@pytest.mark.e2e  # its module-scoped run is a pytest process
 def test_exports_and_the_pandas_api_carry_harm_and_care(recorded):
     """Per reply in `helmbench export` and results(db), per run in scores(db): the same figures."""
     from pytest_helmbench.results import results, scores
@@ -118,6 +126,7 @@ def test_exports_and_the_pandas_api_carry_harm_and_care(recorded):
             assert by_model.loc[entry["model"], f"{name}_low"] == entry[name]["ci_low"]
 
 
+@pytest.mark.e2e  # its module-scoped run is a pytest process
 def test_standard_output_holds_only_the_document(recorded):
     written = report(recorded)  # --format json without --out: standard output
     assert written.exit_code == 0, written.output
@@ -143,6 +152,7 @@ def test_nothing_scored_for_a_figure_is_null(pytester, bench, helm_env):
     assert entry["perfect_reply_rate"] == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
 
 
+@pytest.mark.e2e  # its module-scoped run is a pytest process
 def test_errors_are_one_line(recorded, tmp_path):
     missing = report(recorded, "--run-id", "999")
     assert missing.exit_code == 1 and missing.output.startswith("error: no run with id 999")
