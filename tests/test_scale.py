@@ -183,26 +183,36 @@ def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
     concurrency = 4
     helm_env.latency = 0.1
     db = project / "helmbench.db"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benchmark",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--helmbench-concurrency={concurrency}",
-        ],
-        cwd=project,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    output = project / "child.log"
+    with output.open("wb") as log:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-X",
+                "faulthandler",  # SIGABRT (sent below if it hangs) prints every thread's stack
+                "-m",
+                "pytest",
+                "benchmark",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--helmbench-concurrency={concurrency}",
+            ],
+            cwd=project,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while len(_results(db)) < 10 and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.05)
     child.send_signal(signal.SIGINT)
-    assert child.wait(timeout=20) == pytest.ExitCode.INTERRUPTED
+    try:
+        status = child.wait(timeout=60)  # a busy machine is slow, not stuck
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        child.wait(timeout=30)
+        pytest.fail("the process did not end after Ctrl-C:\n" + output.read_text(errors="replace")[-6000:])
+    assert status == pytest.ExitCode.INTERRUPTED, output.read_text(errors="replace")[-3000:]
     sent, recorded = len(helm_env.chat_requests), len(_results(db))
     time.sleep(0.3)
     assert len(helm_env.chat_requests) == sent, "calls were still being made after the process ended"

@@ -38,6 +38,13 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return url, folder
 
 
+def visible(page: object, selector: str) -> bool:
+    """Whether `selector` is visible once the page is loaded: a click that submits a form returns when
+    the next page's navigation has begun, and a loaded machine may not have parsed it yet."""
+    page.wait_for_load_state()  # type: ignore[attr-defined]
+    return page.locator(selector).is_visible()  # type: ignore[attr-defined]
+
+
 def visit(browser: object, link: str) -> tuple[object, object, list[str]]:
     """A new browser profile (its own cookies) opened on a link; the dialogs it showed are collected."""
     context = browser.new_context()  # type: ignore[attr-defined]
@@ -164,7 +171,7 @@ def test_a_two_rater_study_blind_rating_adjudication_figures_and_export(judged, 
         base = base_of(owner)
         # Alice: content warning, then six items by keyboard, the first with a note
         alice, page, dialogs = visit(browser, on(base, links["Alice"]))
-        assert page.locator("#content-warning").is_visible()
+        assert visible(page, "#content-warning")
         page.click("#start")
         item_url = page.url
         assert "/item/" in item_url, (item_url, page.content()[:2000])
@@ -187,13 +194,11 @@ def test_a_two_rater_study_blind_rating_adjudication_figures_and_export(judged, 
         rate(page, "safe", note="ALICE-NOTE-123", keyboard=True)
         for _ in range(3):
             rate(page, "safe", keyboard=True)
-        assert page.locator("#break").is_visible(), page.inner_text(
-            "main"
-        )  # four items: a break is suggested
+        assert visible(page, "#break"), page.inner_text("main")  # four items: a break is suggested
         page.click("#resume")
         for _ in range(2):
             rate(page, "safe", keyboard=True)
-        assert page.locator("#done").is_visible()
+        assert visible(page, "#done")
         # Alice never reaches the owner's pages, another study's item, nor posts without CSRF
         assert alice.request.get(base + "/browse").status == 403
         assert alice.request.get(base + f"/study/{study}").status == 403
@@ -224,7 +229,7 @@ def test_a_two_rater_study_blind_rating_adjudication_figures_and_export(judged, 
             if n == 4:
                 page.click("#resume")
             rate(page, "unsafe" if n < 2 else "safe")
-        assert page.locator("#done").is_visible()
+        assert visible(page, "#done")
         bob.close()
 
         # Carol adjudicates the two disagreements with a reason
@@ -249,7 +254,7 @@ def test_a_two_rater_study_blind_rating_adjudication_figures_and_export(judged, 
         assert "6 of 6 items have a final verdict (2 adjudicated)" in page.inner_text("#progress")
         assert "judge–human Cohen's κ" in page.inner_text("#agreement")
         page.click("#store-calibration")
-        assert page.locator("#stored").is_visible()
+        assert visible(page, "#stored")
         labeller, n_items, figures = sql(
             url, "select labeller, n_items, figures from judgecalibration order by id desc"
         )[0]
@@ -310,9 +315,9 @@ def test_a_form_without_its_csrf_token_is_refused_and_changes_nothing(judged, br
         assert context.request.post(base + "/warned", form={}).status == 403
         assert context.request.post(base + "/warned", form={"csrf": "0" * 64}).status == 403
         page.reload()
-        assert page.locator("#content-warning").is_visible()  # nothing changed
+        assert visible(page, "#content-warning")  # nothing changed
         page.click("#start")  # the page's own form, with its token, works
-        assert page.locator("#rating").is_visible()
+        assert visible(page, "#rating")
         owner_context, _, _ = visit(browser, owner)
         assert owner_context.request.post(base + f"/study/{study}/calibration", form={}).status == 403
         context.close()

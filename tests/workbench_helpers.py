@@ -56,7 +56,7 @@ def judged_run(db_url: str, folder: Path, sample: int = 16) -> None:
     copy = (
         f"sqlite:///{Path(_COPIES.name) / f'judged-{sample}.db'}"
         if url.get_backend_name() == "sqlite"
-        else str(url.set(database=f"judged_{os.getpid()}_{sample}"))
+        else url.set(database=f"judged_{os.getpid()}_{sample}").render_as_string(hide_password=False)
     )
     _copy_database(db_url, copy, create=True)
     _PRISTINE[key] = copy

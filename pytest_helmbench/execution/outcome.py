@@ -182,7 +182,9 @@ class CaseLog:
     judge_prompt_tokens: int | None = None
     judge_completion_tokens: int | None = None
     # A simulated turn's judges and the user agent's next message run at once (judge_while_user_writes)
-    _helpers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _helpers_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
 
     def add_helper_call(self, response: Any) -> None:
         """Count one helper call's cost and tokens (a replayed answer costs 0; unknown stays unknown)."""
