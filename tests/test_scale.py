@@ -178,40 +178,54 @@ def test_maxfail_stops_issuing_new_calls(project, pytester, helm_env, stop, maxf
     assert rows(db, "select status, failed_tests from evaluationrun") == [("interrupted", maxfail)]
 
 
-def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
-    cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=4, perturbations=5)
-    concurrency = 4
-    helm_env.latency = 0.1
-    db = project / "helmbench.db"
-    output = project / "child.log"
+def _session(project: Path, output: Path, *options: str) -> subprocess.Popen[bytes]:
+    """`pytest benchmark` in a process of its own, its output in `output` (with faulthandler: SIGABRT
+    prints every thread's stack)."""
     with output.open("wb") as log:
-        child = subprocess.Popen(
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-X",
-                "faulthandler",  # SIGABRT (sent below if it hangs) prints every thread's stack
+                "faulthandler",
                 "-m",
                 "pytest",
                 "benchmark",
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                f"--helmbench-concurrency={concurrency}",
+                *options,
             ],
             cwd=project,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+
+def _ended(child: subprocess.Popen[bytes], output: Path, seconds: float, why: str) -> int:
+    """The exit status of `child`, which must end within `seconds`; else the test fails with `why`,
+    its output and every thread's stack."""
+    try:
+        status = child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        child.wait(timeout=30)
+        pytest.fail(f"{why}:\n" + output.read_text(errors="replace")[-6000:])
+    return status
+
+
+def test_ctrl_c_stops_issuing_new_calls(project, helm_env):
+    cases = write_grid(project / "benchmark", scenarios=2, conditions=2, contexts=4, perturbations=5)
+    concurrency = 4
+    helm_env.latency = 0.1
+    db = project / "helmbench.db"
+    output = project / "child.log"
+    child = _session(project, output, f"--helmbench-concurrency={concurrency}")
     deadline = time.monotonic() + 60
     while len(_results(db)) < 10 and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.05)
     child.send_signal(signal.SIGINT)
-    try:
-        status = child.wait(timeout=60)  # a busy machine is slow, not stuck
-    except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGABRT)
-        child.wait(timeout=30)
-        pytest.fail("the process did not end after Ctrl-C:\n" + output.read_text(errors="replace")[-6000:])
+    # a busy machine is slow, not stuck
+    status = _ended(child, output, 60, "the process did not end after Ctrl-C")
     assert status == pytest.ExitCode.INTERRUPTED, output.read_text(errors="replace")[-3000:]
     sent, recorded = len(helm_env.chat_requests), len(_results(db))
     time.sleep(0.3)
@@ -227,22 +241,8 @@ def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
     write_grid(project / "benchmark", scenarios=1, conditions=2, contexts=1, perturbations=5)
     concurrency = 4
     helm_env.add_rule(reply=Reply.error(503, "no provider", retry_after=60))
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benchmark",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--helmbench-concurrency={concurrency}",
-            "--helmbench-retries=5",
-        ],
-        cwd=project,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    output = project / "child.log"
+    child = _session(project, output, f"--helmbench-concurrency={concurrency}", "--helmbench-retries=5")
     deadline = time.monotonic() + 60
     while not helm_env.chat_requests and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
@@ -250,7 +250,7 @@ def test_ctrl_c_sends_no_retry_of_calls_in_flight(project, helm_env):
     sent = len(helm_env.chat_requests)
     child.send_signal(signal.SIGINT)
     # Ending within 30 s proves it did not wait out the 60 s (no wall-clock margin to be flaky on).
-    assert child.wait(timeout=30) == pytest.ExitCode.INTERRUPTED, "it waited for the retries in flight"
+    assert _ended(child, output, 30, "it waited for the retries in flight") == pytest.ExitCode.INTERRUPTED
     time.sleep(0.2)
     assert sent >= 1 and len(helm_env.chat_requests) == sent, "a retry was sent after the stop"
 
