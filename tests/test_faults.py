@@ -464,6 +464,46 @@ def test_resume_with_nothing_to_resume_says_so_and_sends_nothing(pytester, helm_
     assert helm_env.chat_requests == []
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_arriving_inside_a_commit_takes_effect_once_the_result_is_stored(tmp_path, signum):
+    """Ctrl-C or SIGTERM (as the plugin handles it: a KeyboardInterrupt) delivered while the result's
+    transaction commits: the result is stored, the transaction closed, and the interrupt comes after
+    (without the deferral it is raised inside SQLAlchemy's commit: an INTERNALERROR, seen in the
+    suite)."""
+    from pytest_helmbench.plugin.controller import signals_deferred
+
+    root = write_benchmark(tmp_path / "benchmark", scenarios=SCENARIOS)
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    recorder = Recorder(url, "s")
+    first, second = make_outcomes(root, "m/one")[:2]
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt("signal")
+
+    def signal_inside_the_commit(_connection) -> None:
+        signal.raise_signal(signum)
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        recorder.record(first, {})
+        event.listen(recorder.engine, "commit", signal_inside_the_commit)
+        returned = []
+        with pytest.raises(KeyboardInterrupt):  # raised again as the block ends
+            with signals_deferred():
+                recorder.record(second, {})
+                returned.append(True)
+        assert returned, "the interrupt was raised inside record()"
+        event.remove(recorder.engine, "commit", signal_inside_the_commit)
+        assert signal.getsignal(signum) is interrupt  # the handler in place again
+        recorder.finish({})
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        recorder.close()
+    assert query(url, "select count(*) from result") == [(2,)]
+    assert query(url, "select status from evaluationrun") == [("completed",)]
+
+
 def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path, helm_env):
     project, url, cases = new_project(tmp_path)
     temp = tmp_path / "temp"

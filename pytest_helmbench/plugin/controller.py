@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,33 @@ def end_interrupt_on_sigterm(config: pytest.Config) -> None:
     KeyboardInterrupt raised while pytest prints its report would escape as a raw traceback."""
     if TERMINATED in config.stash and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving while results are written takes effect once they are written: a
+    KeyboardInterrupt raised inside a database commit leaves SQLAlchemy's transaction half-closed (an
+    INTERNALERROR, the case perhaps lost). Each signal that arrived is raised again, to the handler
+    that was in place, as the block ends. Signals reach the main thread only, so elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        arrived.append(signum)
+
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not None:  # None: a handler not set from Python, left alone
+            previous[signum] = signal.signal(signum, hold)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -349,7 +377,8 @@ def record(state: HelmbenchState, outcome: Outcome) -> None:
         state.open_storage()
         assert state.recorder is not None
         ahead = state.answered_early()  # finished answers not yet reported: stored with this one
-        tally.run_id = state.recorder.record(outcome, state.run_options(outcome.model), ahead)
+        with signals_deferred():
+            tally.run_id = state.recorder.record(outcome, state.run_options(outcome.model), ahead)
     except HelmbenchError as exc:
         state.storage_error = str(exc)
         log.error("HELMBench: %s", exc)
@@ -378,7 +407,8 @@ def finish(state: HelmbenchState, interrupted: bool) -> None:
             if state.fleet is not None and not failed:
                 wanted = [m for m in state.settings.model_ids if not state.is_dry_run(m)]
                 state.recorder.join_missing(wanted, {m: state.run_options(m) for m in wanted})
-            state.recorder.finish(statuses, write_cache=not failed)
+            with signals_deferred():
+                state.recorder.finish(statuses, write_cache=not failed)
             from ..reporting.run_record import end_session
 
             recorded = (state.recorder, state.settings, state.loader, state.evaluators, state.tallies)
