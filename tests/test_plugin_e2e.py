@@ -135,6 +135,21 @@ def test_call_faults_are_errors_never_failures(pytester, bench, helm_env, replie
         assert len(helm_env.chat_requests) == 2
 
 
+def test_an_error_s_text_is_made_without_pytest_s_traceback(pytester, bench, helm_env, monkeypatch):
+    """A case's error shows HELMBench's text, and pytest never builds the traceback it would replace
+    (it read the source of some twenty frames per case: seconds on a run of many errors)."""
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("pytest formatted a case's traceback")
+
+    monkeypatch.setattr(pytest.ExceptionInfo, "getrepr", refuse)
+    helm_env.add_rule(contains="powerhouse", reply=Reply.error(400, "bad request"))
+    result = run(pytester, "--helmbench-select=C1-PT1")
+    result.assert_outcomes(errors=2)
+    assert "INTERNALERROR" not in result.stdout.str() and "formatted a case" not in result.stdout.str()
+    assert "bad request" in result.stdout.str()
+
+
 @pytest.mark.parametrize("status", [401, 402])
 def test_fatal_status_stops_the_model_once(pytester, bench, helm_env, status):
     helm_env.add_rule(model="openai/gpt-4o-mini", reply=Reply.error(status, "nope"))

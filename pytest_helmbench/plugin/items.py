@@ -201,10 +201,27 @@ class CaseItem(pytest.Item):
             raise CaseFailed(self.outcome)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, CaseFailed):
-            outcome = excinfo.value.outcome
-            return self.reason_repr(outcome.reason, failure_text(outcome))
-        return super().repr_failure(excinfo, style=style)
+        """The call phase's failure: an unsafe or invalid answer."""
+        shown = self.case_repr(excinfo.value)
+        return shown if shown is not None else super().repr_failure(excinfo, style=style)
+
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """pytest formats a setup error through this method (repr_failure serves the call phase only).
+        A case's error is HELMBench's text: pytest's traceback, built first only to be replaced, read
+        the source of some twenty frames per case (170 ms each: minutes on a run of many errors)."""
+        shown = self.case_repr(excinfo.value)
+        return shown if shown is not None else super()._repr_failure_py(excinfo, style=style)
+
+    def case_repr(self, value: BaseException) -> Any:
+        """What pytest shows of a case that failed (CaseFailed), errored (CaseError) or could not be
+        made (a HelmbenchError in setup): the reason first, then the case's text; None for anything
+        else (a bug shows its traceback)."""
+        if isinstance(value, (CaseFailed, CaseError)):
+            return self.reason_repr(value.outcome.reason, failure_text(value.outcome))
+        if isinstance(value, HelmbenchError):
+            header = f"HELMBench ERROR {self.case.code} [{self.case.model}]"
+            return self.reason_repr(str(value), f"{value}\n{header}")
+        return None
 
     def reason_repr(self, reason: str, text: str) -> Any:
         """`text` as pytest shows a failure, with `reason` as its one-line message: the short summary
@@ -261,15 +278,10 @@ def error_outcome(
 
 
 def shape_report(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """What pytest shows of a case (run.pytest_runtest_makereport): an error's text starts with its
-    reason, as a failure's does; a skip (a dry run, a stopped model) points at the scenario file, not
+    """What pytest shows of a case (run.pytest_runtest_makereport; a failure's and an error's text:
+    CaseItem.case_repr): a skip (a dry run, a stopped model) points at the scenario file, not
     at this module; JUnit XML gets the case's status and reason when it ends (see outputs.py)."""
     value = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(value, CaseError):
-        report.longrepr = item.reason_repr(value.outcome.reason, failure_text(value.outcome))
-    elif call.when == "setup" and isinstance(value, HelmbenchError):
-        header = f"HELMBench ERROR {item.case.code} [{item.case.model}]"
-        report.longrepr = item.reason_repr(str(value), f"{value}\n{header}")
     if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
         report.longrepr = (str(item.path), 1, report.longrepr[2])
     in_properties = writes_properties(item.config)
