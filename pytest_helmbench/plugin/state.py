@@ -288,9 +288,20 @@ class HelmbenchState:
         self.clients.share(self.shared.providers)
 
     def is_dry_run(self, model_id: str) -> bool:
-        """Nothing is sent for this model: --helmbench-dry-run, or no key where its provider needs one."""
-        needs_key = self.providers.for_model(model_id).needs_key(self.settings.model(model_id))
-        return self.settings.is_dry_run(needs_key=needs_key, model=self.settings.model(model_id))
+        """Nothing is sent for this model: --helmbench-dry-run, or no key where its provider needs one.
+        Asked by every case (twice): worked out once per model."""
+        return self._dry_runs[model_id]
+
+    @cached_property
+    def _dry_runs(self) -> dict[str, bool]:
+        settings = self.settings
+        return {
+            model_id: settings.is_dry_run(
+                needs_key=self.providers.for_model(model_id).needs_key(settings.model(model_id)),
+                model=settings.model(model_id),
+            )
+            for model_id in settings.model_ids
+        }
 
     def all_dry_run(self) -> bool:
         return all(self.is_dry_run(m) for m in self.settings.model_ids)
