@@ -1,7 +1,9 @@
 """The embedded local provider end to end: a real SmolLM2 behind llama.cpp, no key, no network.
 
 Runs a small subset of the shipped benchmark (a category_match case and an sqe case judged by the
-same local model), serial and with -n 2, and checks the real Result rows.
+same local model) serially, and with -n 2 an sqe case of one rubric alone (what xdist adds is the
+controller's server reached from the workers' calls and judge calls; each judge call of the 135M
+model costs some ten seconds of a core), and checks the real Result rows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pytest
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
 # a category_match case with a rubric, and an sqe case: P4-B1-S1's two rubrics are the shortest of the
 # sqe scenarios' (every judge call of the 135M model reads its rubric at some 130 tokens/s)
-SELECTION = "P1-B3-S1-C2-U0-PT1,P4-B1-S1-C2-U0-PT1"
+CATEGORY_CASE, SQE_CASE = "P1-B3-S1-C2-U0-PT1", "P4-B1-S1-C2-U0-PT1"
+ONE_RUBRIC_SQE_CASE = "P4-B2-S3-C1-U8-PT5"  # the first run's (dev.py)
 
 pytestmark = pytest.mark.local_model
 
@@ -32,18 +35,22 @@ def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> P
     root.mkdir()
     for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md", "resources.yml"):
         shutil.copy(BENCHMARK / name, root / name)
-    for code in ("P1-B3-S1", "P4-B1-S1"):
+    for code in ("P1-B3-S1", "P4-B1-S1", "P4-B2-S3"):
         shutil.copytree(BENCHMARK / "scenarios" / code, root / "scenarios" / code)
     return root
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_real_local_model_records_real_results(pytester, local_bench, xdist):
+@pytest.mark.parametrize(
+    ("xdist", "selection"),
+    [([], (CATEGORY_CASE, SQE_CASE)), (["-n", "2"], (ONE_RUBRIC_SQE_CASE,))],
+    ids=["serial", "xdist"],
+)
+def test_real_local_model_records_real_results(pytester, local_bench, xdist, selection):
     result = pytester.runpytest(
         "benchmark",
         "--helmbench-model=local/smollm2",
         "--helmbench-marking-model=local/smollm2",
-        f"--helmbench-select={SELECTION}",
+        f"--helmbench-select={','.join(selection)}",
         "--helmbench-cache=off",
         "--helmbench-critical-votes=1",  # votes are tested on the loopback server; here they would only slow
         "-p",
@@ -51,7 +58,9 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
         *xdist,
     )
     outcomes = result.parseoutcomes()
-    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 2, result.stdout.str()
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == len(selection), (
+        result.stdout.str()
+    )
     assert "dry run" not in result.stdout.str()
     with sqlite3.connect(pytester.path / "helmbench.db") as conn:
         rows = conn.execute(
@@ -60,7 +69,7 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist):
         ).fetchall()
         model = conn.execute("select model_id from llm").fetchall()
     assert model == [("local/smollm2",)]
-    assert len(rows) == 2
+    assert len(rows) == len(selection)
     for _status, raw, prompt_tokens, completion_tokens, latency, cost, _details in rows:
         assert raw and '"choices"' in raw
         assert prompt_tokens > 100 and completion_tokens > 0 and latency > 0
