@@ -104,3 +104,45 @@ def test_the_plugin_keeps_every_model_and_repeat_of_a_sampled_code(pytester, hel
     assert {code[:5] for code in codes} == {"P1-B1", "P1-B2"}
     again = [line for line in pytester.runpytest(*args).outlines if "::" in line]
     assert again == ids
+
+
+SAMPLED_BENCHMARK = ("P1-B1-S1", "P1-B1-S2", "P1-B2-S1", "P1-B3-S1")
+CONFTEST_DROPPING_S2 = """
+def pytest_collection_modifyitems(config, items):
+    kept = [item for item in items if "P1-B1-S2" not in item.nodeid]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
+"""
+
+
+def _collected(pytester: pytest.Pytester, *extra: str) -> tuple[list[str], str]:
+    args = ["benchmark", "-p", "no:randomly", "--collect-only", "-q", "--helmbench-model=a/one,b/two"]
+    args += ["--helmbench-layout=seed,deployed", "--helmbench-sample=5", "--helmbench-sample-seed=2"]
+    result = pytester.runpytest(*args, *extra)
+    return sorted(line for line in result.outlines if "::" in line), result.outlines[-1]
+
+
+def test_the_sample_drawn_at_collection_is_the_one_drawn_from_the_items(pytester, monkeypatch) -> None:
+    """Nothing but --helmbench-select narrows the session: the sample is drawn before the items are
+    built (no case left out is counted as deselected), and it is the same sample a session whose -k
+    keeps everything draws from its items; every model and layout of a sampled code is kept."""
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark", scenarios=SAMPLED_BENCHMARK)
+    for select in ([], ["--helmbench-select=P1-B1,P1-B3"]):
+        at_collection, last = _collected(pytester, *select)
+        from_items, last_from_items = _collected(pytester, *select, "-k", "P1")
+        assert at_collection == from_items and len(at_collection) == 5 * 4, at_collection
+        assert "deselected" not in last and "deselected" in last_from_items, (last, last_from_items)
+
+
+def test_a_plugin_that_drops_items_gets_the_sample_drawn_from_what_it_kept(pytester, monkeypatch) -> None:
+    """A conftest's collection hook (any plugin HELMBench does not know) could drop cases: the sample
+    is then drawn from the items it kept, and is whole."""
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    pytester.makeini("[pytest]\n")
+    write_benchmark(pytester.path / "benchmark", scenarios=SAMPLED_BENCHMARK)
+    pytester.makeconftest(CONFTEST_DROPPING_S2)
+    ids, last = _collected(pytester)
+    assert len(ids) == 5 * 4 and not any("P1-B1-S2" in nodeid for nodeid in ids), ids
+    assert "deselected" in last

@@ -31,7 +31,6 @@ from ..reporting.terminal import SessionSummary, summary_lines
 from ..reporting.verdict import exit_decision
 from ..status import RunStatus
 from ..suite.cases import Case
-from ..suite.loader import BenchmarkLoader
 from .state import HelmbenchState
 
 if TYPE_CHECKING:
@@ -444,12 +443,12 @@ def start_runs(state: HelmbenchState, cases: Sequence[Case]) -> None:
         log.warning("HELMBench: runs not started before the first call: %s", exc)
 
 
-def benchmark_cases(loader: BenchmarkLoader) -> tuple[int, bool]:
+def benchmark_cases(state: HelmbenchState) -> tuple[int, bool]:
     """The case codes the benchmark holds per model, and whether every scenario loaded."""
     total, complete = 0, True
-    for folder in loader.scenario_dirs():
+    for folder in state.loader.scenario_dirs():
         try:
-            scenario = loader.load_scenario(folder)
+            scenario = state.scenario(folder)
         except HelmbenchError:
             complete = False
             continue
@@ -463,7 +462,7 @@ def note_selection(state: HelmbenchState, selected: dict[str, set[str]]) -> None
     try:
         if state.all_dry_run():  # nothing is recorded: no run to describe
             return
-        total, complete = benchmark_cases(state.loader)
+        total, complete = benchmark_cases(state)
     except (HelmbenchError, OSError) as exc:  # said at collection already
         log.debug("benchmark size unknown: %s", exc)
         total, complete = None, False

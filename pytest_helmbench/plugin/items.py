@@ -62,8 +62,9 @@ class ScenarioFile(pytest.File):
                 HelmbenchWarning(for_terminal(message)), HelmbenchWarning, filename=str(self.path), lineno=0
             )
         # --helmbench-select applies here, as a node id would: a case it leaves out is never built into an
-        # item (creating and deselecting the 55,000 cases of the shipped benchmark took seconds).
-        for case in filter(state.selected, expand(scenario, models, layouts)):
+        # item (creating and deselecting the 55,000 cases of the shipped benchmark took seconds); so does
+        # --helmbench-sample when nothing else narrows the session (select.sample_at_collection).
+        for case in filter(state.collects, expand(scenario, models, layouts)):
             for repeat in range(repeats):
                 name = item_name(case, len(models) > 1, repeat if repeats > 1 else None, len(layouts) > 1)
                 # The node id is given whole: pytest 9 parses a name's `[model]` into the structured id's

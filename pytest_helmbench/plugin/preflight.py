@@ -42,7 +42,7 @@ def needs_helpers(state: HelmbenchState, cases: Sequence[Case] | None) -> bool:
         scenarios = []
         for folder in state.loader.scenario_dirs():
             try:
-                scenarios.append(state.loader.load_scenario(folder))
+                scenarios.append(state.scenario(folder))
             except HelmbenchError:
                 continue  # said as its collection error
         return any(_scenario_needs_helpers(state, scenario) for scenario in scenarios)

@@ -36,7 +36,7 @@ from ..redaction import redact_data
 from ..reporting.tally import Tally
 from ..suite.cases import Case, Selector, parse_selectors
 from ..suite.files import parse_file_size
-from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader
+from ..suite.loader import SCENARIO_FILE_LIKE, BenchmarkLoader, check_scenario_file_name
 from ..suite.model import Scenario
 from ..suite.shards import FleetRole, fleet_role
 from .options import check_options, option_named, option_source, option_value
@@ -95,6 +95,8 @@ class HelmbenchState:
         self._options: dict[str, dict[str, Any]] = {}
         self._options_checked = False
         self._option_error: ConfigError | None = None
+        self._scenarios: dict[Path, Scenario | HelmbenchError] = {}
+        self._dry_runs: dict[str, bool] = {}
 
     @staticmethod
     def get(config: pytest.Config) -> HelmbenchState:
@@ -262,7 +264,37 @@ class HelmbenchState:
             return None
 
     def load_scenario(self, md_path: Path) -> Scenario:
-        return self.loader.load_scenario_file(md_path)
+        """The scenario of a collected `S<n>.md`-like file (its folder's S<n>.md)."""
+        check_scenario_file_name(md_path)
+        return self.scenario(md_path.parent)
+
+    def scenario(self, folder: Path) -> Scenario:
+        """A scenario folder's scenario, loaded once per process: collection, the sample drawn at
+        collection, the run's case count and the helper check all ask. An error is raised again."""
+        found = self._scenarios.get(folder)
+        if found is None:
+            try:
+                found = self.loader.load_scenario(folder)
+            except HelmbenchError as exc:
+                found = exc
+            self._scenarios[folder] = found
+        if isinstance(found, HelmbenchError):
+            raise found
+        return found
+
+    @cached_property
+    def drawn_at_collection(self) -> frozenset[str] | None:
+        """--helmbench-sample's codes when the sample can be drawn before the items are built (nothing
+        but --helmbench-select narrows the session: select.sample_at_collection); else None."""
+        from .select import sample_at_collection
+
+        return sample_at_collection(self)
+
+    def collects(self, case: Case) -> bool:
+        """Whether this case becomes an item: --helmbench-select keeps it, and so does the sample when
+        it was drawn at collection."""
+        drawn = self.drawn_at_collection
+        return self.selected(case) and (drawn is None or case.code in drawn)
 
     @cached_property
     def selectors(self) -> list[Selector]:
@@ -289,19 +321,13 @@ class HelmbenchState:
 
     def is_dry_run(self, model_id: str) -> bool:
         """Nothing is sent for this model: --helmbench-dry-run, or no key where its provider needs one.
-        Asked by every case (twice): worked out once per model."""
-        return self._dry_runs[model_id]
-
-    @cached_property
-    def _dry_runs(self) -> dict[str, bool]:
-        settings = self.settings
-        return {
-            model_id: settings.is_dry_run(
-                needs_key=self.providers.for_model(model_id).needs_key(settings.model(model_id)),
-                model=settings.model(model_id),
-            )
-            for model_id in settings.model_ids
-        }
+        Asked by every case (twice) and of judges too: worked out once per model."""
+        known = self._dry_runs.get(model_id)
+        if known is None:
+            model = self.settings.model(model_id)
+            needs_key = self.providers.for_model(model_id).needs_key(model)
+            known = self._dry_runs[model_id] = self.settings.is_dry_run(needs_key=needs_key, model=model)
+        return known
 
     def all_dry_run(self) -> bool:
         return all(self.is_dry_run(m) for m in self.settings.model_ids)

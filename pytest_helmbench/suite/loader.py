@@ -108,6 +108,18 @@ class _Cached:
     error: BenchmarkError | None = None
 
 
+def check_scenario_file_name(md_path: Path) -> None:
+    """A collected `S<n>.md`-like file must be its folder's S<n>.md (a misnamed copy is an error)."""
+    match = SCENARIO_DIR.match(md_path.parent.name)
+    expected = f"S{match.group(3)}.md" if match else None
+    if expected is not None and md_path.name != expected:
+        raise BenchmarkError(
+            md_path,
+            f"file name {md_path.name!r} does not match its folder {md_path.parent.name}",
+            fix=f"rename it to {expected} (the number must match the folder's S<n>), or remove it",
+        )
+
+
 class BenchmarkLoader:
     """Loads scenarios of one benchmark root, caching what many scenarios share."""
 
@@ -243,14 +255,7 @@ class BenchmarkLoader:
 
     def load_scenario_file(self, md_path: Path) -> Scenario:
         """Load the scenario of a collected `S<n>.md`-like file, which must be its folder's S<n>.md."""
-        match = SCENARIO_DIR.match(md_path.parent.name)
-        expected = f"S{match.group(3)}.md" if match else None
-        if expected is not None and md_path.name != expected:
-            raise BenchmarkError(
-                md_path,
-                f"file name {md_path.name!r} does not match its folder {md_path.parent.name}",
-                fix=f"rename it to {expected} (the number must match the folder's S<n>), or remove it",
-            )
+        check_scenario_file_name(md_path)
         return self.load_scenario(md_path.parent)
 
     def load_scenario(self, folder: Path) -> Scenario:
