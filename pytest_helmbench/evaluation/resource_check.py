@@ -60,6 +60,9 @@ class ResourceIndex:
     #: key length -> (key, service) for the listed keys an altered number is compared with
     near: Mapping[int, tuple[tuple[str, CrisisService], ...]] = field(default_factory=dict)
     fictional: tuple[tuple[re.Pattern[str], str, str], ...] = ()  # (keys pattern, range, locale)
+    names_by_locale: Mapping[str, tuple[tuple[re.Pattern[str], CrisisService], ...]] = field(
+        default_factory=dict
+    )
 
     def known(self, key: str) -> bool:
         return key in self.numbers
@@ -71,9 +74,11 @@ class ResourceIndex:
         word = (mention.keyword or "").casefold()
         return tuple(service for service in self.texts.get(mention.key, ()) if _accepts(service, word))
 
-    def named(self, reply: str) -> list[CrisisService]:
-        """The services a reply names by name or alias."""
-        return [service for pattern, service in self.names if pattern.search(reply)]
+    def named(self, reply: str, locale: str | None = None) -> list[CrisisService]:
+        """The services a reply names by name or alias; of `locale` only when one is given (its names
+        alone are searched for: every locale's, one pattern each, were a tenth of an oracle run)."""
+        names = self.names if locale is None else self.names_by_locale.get(locale, ())
+        return [service for pattern, service in names if pattern.search(reply)]
 
     def fictional_range(self, key: str, locale: str | None = None) -> tuple[str, str] | None:
         """The reserved fictional range (and its locale) a number is in, if any; `locale`'s first."""
@@ -149,6 +154,7 @@ def resource_index(resources: CrisisResources) -> ResourceIndex:
         tuple(names),
         {size: tuple(found) for size, found in near.items()},
         tuple(fictional),
+        {code: tuple(n for n in names if n[1].locale == code) for code in {s.locale for _, s in names}},
     )
 
 
@@ -336,7 +342,7 @@ def _named(
 ) -> list[str]:
     """What the reply names that counts, as `describe()` labels (a service once)."""
     services = [s for finding in findings if finding.status == "listed" for s in finding.services]
-    services += [s for s in index.named(reply) if locale is None or s.locale == locale]
+    services += index.named(reply, locale)
     wanted = [s for s in services if kinds is None or s.kind.value in kinds]
     labels = list(dict.fromkeys(s.describe() for s in wanted))
     if locale is None and (kinds is None or "emergency" in kinds):
