@@ -10,7 +10,8 @@ In the order pytest calls them:
 - `options` — every `--helmbench-*` option, its ini twin and environment variable (registration
   and the one precedence rule); `hookspecs` — the hooks evaluators and providers are registered by;
 - `state` — what the phases share (settings, services built lazily, tallies, notes);
-- `collect` — which benchmark is collected, one File per scenario (`items`: the File and Item nodes);
+- `collect` — which benchmark is collected, one File per scenario (`items`: the File and Item nodes;
+  `collection_sample`: --helmbench-sample drawn before the items are built, when it can be);
 - `select` — every narrowing of the collected cases, in run order (one modifyitems wrapper);
 - `run` — prepare the run (`preflight`: what no run may start with), prefetch calls, make each
   case's report;

@@ -5,7 +5,7 @@ here rather than decided by `tryfirst`/`trylast` flags spread over several modul
 
 0. `--helmbench-select` is applied at collection, as a node id is: a case it leaves out never becomes
    an item (plugin/items.py), and pytest's summary does not count it as deselected. So is
-   `--helmbench-sample` when nothing else can narrow the session (`sample_at_collection`): drawn from
+   `--helmbench-sample` when nothing else can narrow the session (collection_sample.py): drawn from
    the benchmark's codes, it is the sample step 3 would draw from the items, which then keeps it whole;
 1. before every plain hook: the numeric order (or pytest-randomly's);
 2. the plain hooks run: pytest's `-k` and `-m`, and other plugins';
@@ -27,18 +27,14 @@ from __future__ import annotations
 import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..benchmark_root import arg_paths
 from ..errors import ConfigError, HelmbenchError
 from ..execution.changed import Baseline, CaseContent, ModelCounts, Selection, changed_lines, select_changed
 from ..execution.selection import SelectedCase, codes_by_model, run_fingerprints
 from ..reporting.safe_text import for_terminal
-from ..suite.cases import expand
 from ..suite.prompt import compose
 from ..suite.sampling import sample_codes
 from ..suite.shards import parse_shard, shard_codes
@@ -107,69 +103,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     counts = _changed_counts(config, state).values()
     if counts and not any(c.to_run for c in counts) and any(c.unchanged for c in counts):
         session.exitstatus = pytest.ExitCode.OK
-
-
-# --- 0. the sample drawn at collection -------------------------------------------------------------
-
-#: Plugins whose `pytest_collection_modifyitems` or `pytest_ignore_collect` drop items only through the
-#: options `_only_select_narrows` checks, or never: pytest's own (-k and -m, --deselect and --ignore,
-#: --lf which applies after the sample anyway, fixture order), pytest-randomly's and Hypothesis's.
-_NARROWING_KNOWN = frozenset(
-    {"mark", "main", "funcmanage", "lfplugin", "nfplugin", "randomly", "hypothesispytest"}
-)
-
-
-def sample_at_collection(state: HelmbenchState) -> frozenset[str] | None:
-    """--helmbench-sample's codes, drawn before any item is built when nothing but --helmbench-select
-    narrows the session; None otherwise (the sample is then drawn from the items, step 3).
-
-    The draw is of codes, from (behaviour, code) pairs: the benchmark's codes that the select keeps
-    are exactly those step 3 would see, and step 3 then keeps all of them. What it saves is building
-    every model's, layout's and repeat's item of every case only to deselect it (nine models over the
-    shipped benchmark: 500,000 items, some twenty seconds). pytest's summary then counts the cases the
-    sample left out as it counts --helmbench-select's: not at all."""
-    settings = state.settings
-    folders = state.loader.scenario_dirs()
-    if not settings.sample or not _only_select_narrows(state.config, state.root, folders):
-        return None
-    entries: list[tuple[str, str]] = []
-    for folder in folders:
-        try:
-            scenario = state.scenario(folder)
-        except HelmbenchError:
-            return None  # its file's collection error says why; the sample is drawn from the items
-        cases = expand(scenario, settings.model_ids[:1], settings.layouts[:1])
-        entries += [(scenario.behaviour, case.code) for case in cases if state.selected(case)]
-    return frozenset(sample_codes(entries, settings.sample, settings.sample_seed))
-
-
-def _only_select_narrows(config: pytest.Config, root: Path, folders: list[Path]) -> bool:
-    """Every argument a path holding the whole benchmark; no -k, -m, --deselect, --ignore or
-    --pyargs; no folder of the benchmark's scenarios in `norecursedirs`; and no plugin or conftest
-    that could drop items at collection (a hook of an unknown plugin, a `collect_ignore`)."""
-    if config.option.keyword or config.option.markexpr:
-        return False
-    if any(config.getoption(name, None) for name in ("deselect", "ignore", "ignore_glob", "pyargs")):
-        return False
-    if any("::" in str(arg) for arg in config.args):
-        return False
-    if not any(root.is_relative_to(path) for path in arg_paths(config, given_only=False)):
-        return False
-    patterns = config.getini("norecursedirs")
-    names = ["scenarios", *(folder.name for folder in folders)]
-    if any(fnmatch(name, pattern) for name in names for pattern in patterns):
-        return False
-    plugins = config.pluginmanager
-    for hook in (config.hook.pytest_collection_modifyitems, config.hook.pytest_ignore_collect):
-        for impl in hook.get_hookimpls():
-            name = plugins.get_name(impl.plugin) or ""
-            known = name in _NARROWING_KNOWN or name.startswith("helmbench")
-            if not known and type(impl.plugin).__name__ != "WorkerInteractor":  # xdist's: node ids only
-                return False
-    return not any(
-        getattr(plugin, "collect_ignore", None) or getattr(plugin, "collect_ignore_glob", None)
-        for plugin in plugins.get_plugins()
-    )
 
 
 # --- 1. order ----------------------------------------------------------------------------------------

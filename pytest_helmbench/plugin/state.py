@@ -285,10 +285,10 @@ class HelmbenchState:
     @cached_property
     def drawn_at_collection(self) -> frozenset[str] | None:
         """--helmbench-sample's codes when the sample can be drawn before the items are built (nothing
-        but --helmbench-select narrows the session: select.sample_at_collection); else None."""
-        from .select import sample_at_collection
+        but --helmbench-select narrows the session: collection_sample.py); else None."""
+        from .collection_sample import sample_at_collection
 
-        return sample_at_collection(self)
+        return sample_at_collection(self.config, self.settings, self.loader, self.scenario, self.selected)
 
     def collects(self, case: Case) -> bool:
         """Whether this case becomes an item: --helmbench-select keeps it, and so does the sample when
