@@ -14,7 +14,7 @@ from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
 from pytest_helmbench.suite.cases import expand
 from pytest_helmbench.suite.components import load_components
-from pytest_helmbench.suite.loader import BenchmarkLoader
+from pytest_helmbench.suite.loader import BenchmarkLoader, check_scenario_file_name
 from pytest_helmbench.suite.model import CONDITION, Scenario
 from pytest_helmbench.suite.prompt import compose
 from tests.benchfiles import (
@@ -811,12 +811,11 @@ def test_a_link_leading_out_of_the_root_is_an_error_naming_the_link(root: Path, 
 
 
 def test_a_scenario_file_must_match_its_folder(root: Path) -> None:
-    loader = BenchmarkLoader(root, evaluation_types=builtin_registry())
     folder = root / "scenarios/P1-B1-S1"
-    assert loader.load_scenario_file(folder / "S1.md").code == "P1-B1-S1"
+    check_scenario_file_name(folder / "S1.md")
     for name in ("S01.md", "s1.md", "S2.md"):
         with pytest.raises(BenchmarkError) as info:
-            loader.load_scenario_file(folder / name)
+            check_scenario_file_name(folder / name)
         message = assert_names(info.value, folder / name)
         assert f"file name {name!r} does not match its folder P1-B1-S1" in message
         assert info.value.fix.startswith("rename it to S1.md")

@@ -253,11 +253,6 @@ class BenchmarkLoader:
             raise self._links.error
         self.files.check_tree(folder)
 
-    def load_scenario_file(self, md_path: Path) -> Scenario:
-        """Load the scenario of a collected `S<n>.md`-like file, which must be its folder's S<n>.md."""
-        check_scenario_file_name(md_path)
-        return self.load_scenario(md_path.parent)
-
     def load_scenario(self, folder: Path) -> Scenario:
         """Load and validate one scenario folder; raises BenchmarkError naming the file to fix."""
         match = SCENARIO_DIR.match(folder.name)
