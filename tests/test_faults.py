@@ -504,6 +504,29 @@ def test_a_signal_arriving_inside_a_commit_takes_effect_once_the_result_is_store
     assert query(url, "select status from evaluationrun") == [("completed",)]
 
 
+def test_the_same_signal_a_second_time_is_not_held():
+    """A second SIGTERM (or Ctrl-C) while results are written is acted on at once: a user who insists,
+    or a write that waits on a database lock, is not kept waiting."""
+    from pytest_helmbench.plugin.controller import signals_deferred
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt("signal")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_deferred():
+                signal.raise_signal(signal.SIGTERM)
+                reached.append("the first is held")
+                signal.raise_signal(signal.SIGTERM)
+                reached.append("the second is held too")
+        assert reached == ["the first is held"]
+        assert signal.getsignal(signal.SIGTERM) is interrupt
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path, helm_env):
     project, url, cases = new_project(tmp_path)
     temp = tmp_path / "temp"

@@ -79,25 +79,34 @@ def signals_deferred() -> Iterator[None]:
     """Ctrl-C or SIGTERM arriving while results are written takes effect once they are written: a
     KeyboardInterrupt raised inside a database commit leaves SQLAlchemy's transaction half-closed (an
     INTERNALERROR, the case perhaps lost). Each signal that arrived is raised again, to the handler
-    that was in place, as the block ends. Signals reach the main thread only, so elsewhere a no-op."""
+    that was in place, as the block ends; the same signal a second time (a user who insists, a
+    database that waits on a lock) is not held. Signals reach the main thread only: elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     arrived: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        previous.clear()
 
     def hold(signum: int, frame: FrameType | None) -> None:
+        if signum in arrived:
+            restore()
+            signal.raise_signal(signum)
         arrived.append(signum)
 
-    previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signum) is not None:  # None: a handler not set from Python, left alone
             previous[signum] = signal.signal(signum, hold)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for signum in dict.fromkeys(arrived):
+        held = bool(previous)  # not restored yet: nothing arrived twice
+        restore()
+        for signum in dict.fromkeys(arrived) if held else ():
             signal.raise_signal(signum)
 
 
