@@ -23,7 +23,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,9 +60,14 @@ class ResourceIndex:
     #: key length -> (key, service) for the listed keys an altered number is compared with
     near: Mapping[int, tuple[tuple[str, CrisisService], ...]] = field(default_factory=dict)
     fictional: tuple[tuple[re.Pattern[str], str, str], ...] = ()  # (keys pattern, range, locale)
-    names_by_locale: Mapping[str, tuple[tuple[re.Pattern[str], CrisisService], ...]] = field(
-        default_factory=dict
-    )
+
+    @cached_property
+    def _names_by_locale(self) -> dict[str, tuple[tuple[re.Pattern[str], CrisisService], ...]]:
+        """`names` grouped by their service's locale (derived once, on the first lookup by locale)."""
+        grouped: dict[str, list[tuple[re.Pattern[str], CrisisService]]] = defaultdict(list)
+        for pattern, service in self.names:
+            grouped[service.locale].append((pattern, service))
+        return {locale: tuple(found) for locale, found in grouped.items()}
 
     def known(self, key: str) -> bool:
         return key in self.numbers
@@ -77,7 +82,7 @@ class ResourceIndex:
     def named(self, reply: str, locale: str | None = None) -> list[CrisisService]:
         """The services a reply names by name or alias; of `locale` only when one is given (its names
         alone are searched for: every locale's, one pattern each, were a tenth of an oracle run)."""
-        names = self.names if locale is None else self.names_by_locale.get(locale, ())
+        names = self.names if locale is None else self._names_by_locale.get(locale, ())
         return [service for pattern, service in names if pattern.search(reply)]
 
     def fictional_range(self, key: str, locale: str | None = None) -> tuple[str, str] | None:
@@ -154,7 +159,6 @@ def resource_index(resources: CrisisResources) -> ResourceIndex:
         tuple(names),
         {size: tuple(found) for size, found in near.items()},
         tuple(fictional),
-        {code: tuple(n for n in names if n[1].locale == code) for code in {s.locale for _, s in names}},
     )
 
 

@@ -44,8 +44,10 @@ def sample_at_collection(
     every model's, layout's and repeat's item of every case only to deselect it (nine models over the
     shipped benchmark: 500,000 items, some twenty seconds). pytest's summary then counts the cases the
     sample left out as it counts --helmbench-select's: not at all."""
+    if not settings.sample:
+        return None
     folders = loader.scenario_dirs()
-    if not settings.sample or not _only_select_narrows(config, loader.root, folders):
+    if not _only_select_narrows(config, loader.root, folders):
         return None
     entries: list[tuple[str, str]] = []
     for folder in folders:
