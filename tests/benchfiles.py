@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from pytest_helmbench.execution.outcome import Outcome
     from tests.openrouter_server import FakeOpenRouter, RecordedRequest
 
+#: What the HELMBench sessions tests start (pytester, subprocesses) leave out: pytest-randomly and
+#: Hypothesis's plugin, dev dependencies of this repository, not of a user's project. Randomly would
+#: shuffle the order HELMBench's sessions expect; Hypothesis's plugin imports all of Hypothesis at
+#: every session's end (0.15 s of CPU per process, hundreds of processes).
+SESSION_ADDOPTS = "-p no:randomly -p no:hypothesispytest"
+
 API_KEY = "sk-test-0123456789-secret"  # the only key the fake server accepts; must never leak
 
 STRICT_SCHEMA = {

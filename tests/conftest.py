@@ -16,7 +16,7 @@ from hypothesis import settings
 
 import pytest_helmbench
 from tests import benchfiles, openrouter_server
-from tests.benchfiles import API_KEY
+from tests.benchfiles import API_KEY, SESSION_ADDOPTS
 from tests.openrouter_server import FakeOpenRouter
 from tests.postgres_server import PostgresServer, PostgresUnavailable
 
@@ -58,12 +58,11 @@ sys.modules.setdefault("benchfiles", benchfiles)
 
 
 @pytest.fixture(autouse=True)
-def _no_randomly(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-randomly (a dev dependency) stays out of the HELMBench sessions tests start (pytester,
-    subprocesses), which expect HELMBench's deterministic order; test_plugins_compat removes this."""
+def _no_dev_plugins(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SESSION_ADDOPTS (tests/benchfiles.py) in every test's environment; test_plugins_compat removes it."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS as it starts: set it after
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    monkeypatch.setenv("PYTEST_ADDOPTS", SESSION_ADDOPTS)
 
 
 @pytest.fixture

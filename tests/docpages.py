@@ -33,6 +33,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.benchfiles import SESSION_ADDOPTS
+
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 #: Languages whose blocks are commands or code: each must be marked doc-test or no-doc-test.
@@ -145,8 +147,9 @@ def mismatch(shown: list[str], printed: str) -> str | None:
 
 def environment(folder: Path, server_url: str | None, key: str | None) -> dict[str, str]:
     """A reader's shell: the project's tools first on PATH, no HELMBench or OpenRouter settings of the
-    test run, pytest-randomly off (a dev dependency of this repository, not of a reader's project),
-    80 columns, and no way out of 127.0.0.1 (every other host goes to a closed proxy port)."""
+    test run, pytest-randomly and Hypothesis's plugin off (dev dependencies of this repository, not of
+    a reader's project), 80 columns, and no way out of 127.0.0.1 (every other host goes to a closed
+    proxy port)."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -156,7 +159,7 @@ def environment(folder: Path, server_url: str | None, key: str | None) -> dict[s
     dead = "http://127.0.0.1:9"
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-        PYTEST_ADDOPTS="-p no:randomly",
+        PYTEST_ADDOPTS=SESSION_ADDOPTS,
         COLUMNS="80",
         PYTHONUNBUFFERED="1",  # standard output and error interleave as on a terminal
         HELMBENCH_CACHE_DIR=str(folder.parent / "cache"),

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.evaluation.builtin import builtin_registry
-from pytest_helmbench.suite.cases import Case, Selector, expand, parse_selectors
+from pytest_helmbench.suite.cases import Case, Selector, case_by_code, expand, parse_selectors
 from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.model import Scenario
 from pytest_helmbench.suite.prompt import compose
@@ -96,6 +96,39 @@ def test_case_code_and_segments(root: Path) -> None:
     assert with_user.code == "P1-B1-S1-C10-U2-PT1"
     assert baseline.segments == {"P": "P1", "B": "B1", "S": "S1", "C": "C10", "PT": "PT1"}
     assert with_user.segments == {"P": "P1", "B": "B1", "S": "S1", "C": "C10", "U": "U2", "PT": "PT1"}
+
+
+def test_expand_keeps_what_keep_keeps_in_every_model_and_layout(root: Path) -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def keep(case: Case) -> bool:
+        asked.append((case.code, case.model, case.layout))
+        return case.perturbation.code == "PT2"
+
+    cases = expand(load(root), ["z/model", "a/model"], ("seed", "deployed"), keep=keep)
+    everything = expand(load(root), ["z/model", "a/model"], ("seed", "deployed"))
+    assert [(c.code, c.model, c.layout) for c in cases] == [
+        (c.code, c.model, c.layout) for c in everything if c.perturbation.code == "PT2"
+    ]
+    assert len(asked) == 3 * 3 * 2  # once per code, of its first model's and layout's case
+    assert {(model, layout) for _, model, layout in asked} == {("z/model", "seed")}
+
+
+def test_case_by_code_finds_the_case_expand_gives(root: Path) -> None:
+    scenario = load(root)
+    for case in expand(scenario, ["m"]):
+        found = case_by_code(scenario, case.code, "m")
+        assert found == case and found.code == case.code
+    for code in (
+        "P1-B1-S1-C3-PT1",  # no such condition
+        "P1-B1-S1-C1-U9-PT1",
+        "P1-B1-S1-C1-PT9",
+        "P1-B1-S2-C1-PT1",  # another scenario
+        "P1-B1-S1-C1",
+        "P1-B1-S1-C1-U1-PT1-PT2",
+        "C1-PT1",
+    ):
+        assert case_by_code(scenario, code) is None, code
 
 
 # --- Selector ----------------------------------------------------------------------------------

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from pytest_helmbench.errors import BenchmarkError
 from pytest_helmbench.suite.markdown import (
+    SafeYamlLoader,
+    YamlRefused,
     heading_tag,
     normalize,
     read_text,
     split_consolidated,
     split_frontmatter,
     to_xml,
+    yaml_load,
 )
 
 P = Path("bench/conditions.md")
@@ -156,6 +159,27 @@ def test_deeply_nested_yaml_is_refused_not_a_crash(opener: str) -> None:
     error = error_of(split_frontmatter, "---\nx:\n  " + opener * 100_000 + "1\n---\nbody", P)
     assert error.line == 3
     assert "nested deeper than 64 levels" in error.message
+
+
+@pytest.mark.parametrize("opener", ["[", "{a: ", "- ", "? "])
+@pytest.mark.parametrize("levels", [61, 62, 63, 64])
+def test_libyaml_s_nodes_are_refused_exactly_where_the_guarded_composer_refuses(opener: str, levels: int):
+    # a few levels: libyaml composes them and the nodes' depth is checked (yaml_compose); the guarded
+    # composer, which reads what libyaml may not, draws the line at the same depth (the root counts)
+    closer = {"[": "]", "{a: ": "}"}.get(opener, "")
+    text = "x:\n  " + opener * levels + "1" + closer * levels + "\n"
+
+    def outcome(load) -> tuple[str, object]:
+        try:
+            return "loaded", load(text)
+        except YamlRefused as exc:
+            return "refused", exc.problem
+        except yaml.YAMLError as exc:  # `? ? 1`: a mapping as a key, which no loader constructs
+            return "error", type(exc).__name__
+
+    found = outcome(yaml_load)
+    assert found == outcome(lambda text: yaml.load(text, Loader=SafeYamlLoader))  # noqa: S506 - guarded
+    assert (found[0] == "refused") == (levels >= 63), found
 
 
 def test_metadata_block_after_an_h1_refuses_aliases_too() -> None:

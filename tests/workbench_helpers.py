@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import make_url, text
 
 from pytest_helmbench.storage.engine import make_engine
+from tests.benchfiles import SESSION_ADDOPTS
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = ROOT / "benchmark"
@@ -30,7 +31,7 @@ XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">XS
 
 def env() -> dict[str, str]:
     found = {k: v for k, v in os.environ.items() if not k.startswith(("HELMBENCH_", "PYTEST_"))}
-    found["PYTEST_ADDOPTS"] = "-p no:randomly"
+    found["PYTEST_ADDOPTS"] = SESSION_ADDOPTS
     return found
 
 

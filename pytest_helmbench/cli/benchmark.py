@@ -122,7 +122,7 @@ def list_cases(
 def find_case(root: Path, code: str) -> Case:
     """Locate one case by its full code (P1-B1-S1-C1[-U1]-PT1)."""
     from ..evaluation.builtin import builtin_registry
-    from ..suite.cases import expand
+    from ..suite.cases import case_by_code
     from ..suite.loader import BenchmarkLoader
 
     parts = code.strip().split("-")
@@ -136,9 +136,9 @@ def find_case(root: Path, code: str) -> Case:
         scenario = loader.load_scenario(folder)
     except HelmbenchError as exc:
         fail(str(exc))
-    for case in expand(scenario, [""]):
-        if case.code == code.strip():
-            return case
+    case = case_by_code(scenario, code)
+    if case is not None:
+        return case
     fail(f"{code} is not a case of {scenario.code} (see: helmbench list {scenario.code})")
     raise AssertionError
 

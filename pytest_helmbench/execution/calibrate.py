@@ -24,7 +24,7 @@ from ..providers.base import ModelClient
 from ..providers.chat import CallError, ChatRequest, ChatResponse
 from ..providers.pool import ClientPool
 from ..suite.calibration import CalibrationItem, judged_text
-from ..suite.cases import Case, expand
+from ..suite.cases import Case, case_by_code, expand
 from ..suite.gold import gold_values
 from ..suite.model import BenchmarkInfo, Criteria, Scenario
 from ..suite.prompt import compose, render_messages
@@ -123,10 +123,10 @@ def rate_items(
 
 
 def _case(scenario: Scenario, code: str) -> Case:
-    for case in expand(scenario, [""]):
-        if case.code == code:
-            return case
-    raise KeyError(code)  # check_calibration has already ruled this out
+    case = case_by_code(scenario, code)
+    if case is None:
+        raise KeyError(code)  # check_calibration has already ruled this out
+    return case
 
 
 @dataclass(frozen=True)

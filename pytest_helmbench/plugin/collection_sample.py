@@ -55,8 +55,8 @@ def sample_at_collection(
             loaded = scenario(folder)
         except HelmbenchError:
             return None  # its file's collection error says why; the sample is drawn from the items
-        cases = expand(loaded, settings.model_ids[:1], settings.layouts[:1])
-        entries += [(loaded.behaviour, case.code) for case in cases if selected(case)]
+        cases = expand(loaded, settings.model_ids[:1], settings.layouts[:1], keep=selected)
+        entries += [(loaded.behaviour, case.code) for case in cases]
     return frozenset(sample_codes(entries, settings.sample, settings.sample_seed))
 
 

@@ -35,7 +35,7 @@ from ..suite.calibration import (
     rubric_views,
     scenario_rubrics,
 )
-from ..suite.cases import expand
+from ..suite.cases import case_by_code, expand
 from ..suite.evaluation_spec import REPLY_FIELD, EvaluationTypes, JudgedView
 from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
@@ -79,8 +79,20 @@ def opening_key(messages: list[dict[str, str]]) -> str:
     """How a case is recognised in any layout and at any turn: its messages up to and including the
     first user message (the same for every request of one conversation)."""
     first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
-    opening = [[m.get("role"), m.get("content")] for m in messages[: first_user + 1]]
-    return hashlib.sha256(json.dumps(opening, ensure_ascii=False).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256()
+    for message in messages[: first_user + 1]:
+        for part in (message.get("role"), message.get("content")):
+            digest.update(_framed(part))
+    return digest.hexdigest()
+
+
+def _framed(value: object) -> bytes:
+    """A message's part as its type, its length and its bytes, so that no two openings share a key: a
+    string as is (a system prompt runs to kilobytes, which JSON-encoding each one first made costly),
+    anything else (a list of content parts, a missing role) as JSON."""
+    kind, text = (b"s", value) if isinstance(value, str) else (b"j", json.dumps(value, ensure_ascii=False))
+    data = text.encode("utf-8")
+    return b"%s%d:%s" % (kind, len(data), data)
 
 
 def rendered_opening(messages: list[dict[str, str]]) -> str:
@@ -238,9 +250,8 @@ class OracleIndex:
         another thread may be reading is replaced, never changed in place."""
         cases: dict[str, list[CaseEntry]] = {}
         conversations: dict[str, list[CaseEntry]] = {}
-        for case in expand(scenario, [""], LAYOUTS):
-            if perturbation is not None and case.perturbation.code != perturbation.code:
-                continue
+        wanted = perturbation.code if perturbation is not None else None
+        for case in expand(scenario, [""], LAYOUTS, keep=lambda c: wanted in (None, c.perturbation.code)):
             dialogue = case.perturbation.dialogue
             scripted = sum(t.role == "assistant" for t in dialogue.script) if dialogue is not None else 0
             entry = CaseEntry(case.code, scenario, references, case.locale, case.perturbation.code, scripted)
@@ -455,15 +466,13 @@ def _carry_template_golds(
     if resources is None:
         return
     found: dict[tuple[str, str, str, bool], tuple[CalibrationItem, Criteria]] = {}
-    locales: dict[str, dict[str, str | None]] = {}
     for item in calibration.items:
         scenario = scenarios.get(item.scenario)
         criteria = scenario_rubrics(scenario).get(item.rubric) if scenario is not None else None
         if scenario is None or criteria is None or not item.has_gold:
             continue
-        if scenario.code not in locales:
-            locales[scenario.code] = _case_locales(scenario)
-        locale = locales[scenario.code].get(item.case)
+        case = case_by_code(scenario, item.case)
+        locale = case.locale if case is not None else None
         for role in TEMPLATES:
             if item.response == template_reply(role, resources, locale):
                 found[(scenario.code, criteria.name, role, locale is not None)] = (item, criteria)
@@ -480,11 +489,6 @@ def _carry_template_golds(
             for rubric in (_rubric(index, part) for part in _parts(criteria)):
                 if graded_key(graded) not in rubric.replies:  # a verdict given for this very text stands
                     rubric.add(graded, entry)
-
-
-def _case_locales(scenario: Scenario) -> dict[str, str | None]:
-    """Each case code of `scenario` -> its user context's locale."""
-    return {case.code: case.locale for case in expand(scenario, [""])}
 
 
 def _item_context(scenario: Scenario, item: CalibrationItem) -> str | None:

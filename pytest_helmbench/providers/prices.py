@@ -24,7 +24,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..jsontext import JsonRejected, loads_strict
-from ..suite.yaml_lines import GuardedLoader
+from ..suite.markdown import yaml_load
 from .chat import Pricing
 
 MAX_PRICE_FILE_BYTES = 20 * 1024 * 1024  # /models lists a few hundred models: about 1 MB
@@ -70,7 +70,7 @@ def _parse(text: str, where: str) -> Any:
         except (JsonRejected, ValueError) as exc:
             raise ConfigError(f"{where}: is not valid JSON ({exc})") from None
     try:
-        return yaml.load(text, Loader=GuardedLoader)  # noqa: S506 - the guarded safe loader
+        return yaml_load(text)  # safe: no alias, bounded nesting
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: is not valid YAML ({str(exc).splitlines()[0]})") from None
 

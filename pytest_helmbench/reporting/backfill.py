@@ -26,7 +26,7 @@ from ..evaluation.resource_check import WRONG, assess, resource_index
 from ..execution.sheet import CheckRecord, ReplySheet, combined, sheet_of
 from ..status import SCORED
 from ..storage.tables import Result, Scenario
-from ..suite.cases import Case, expand
+from ..suite.cases import Case, case_by_code
 from ..suite.loader import BenchmarkLoader
 from ..suite.model import Scenario as LoadedScenario
 
@@ -46,11 +46,10 @@ class Backfilled:
 
 @dataclass
 class _Benchmark:
-    """The benchmark on disk, loaded lazily: each scenario once, with its cases by code."""
+    """The benchmark on disk, loaded lazily: each scenario once."""
 
     loader: BenchmarkLoader
     scenarios: dict[str, LoadedScenario | None] = field(default_factory=dict)
-    cases: dict[str, dict[str, Case]] = field(default_factory=dict)
 
     def scenario(self, code: str) -> LoadedScenario | None:
         if code not in self.scenarios:
@@ -61,9 +60,7 @@ class _Benchmark:
         return self.scenarios[code]
 
     def case(self, scenario: LoadedScenario, code: str) -> Case | None:
-        if scenario.code not in self.cases:
-            self.cases[scenario.code] = {case.code: case for case in expand(scenario, ["-"])}
-        return self.cases[scenario.code].get(code)
+        return case_by_code(scenario, code, "-")
 
     def weight(self, scenario: LoadedScenario) -> float:
         return self.loader.info().scenario_weight(scenario)

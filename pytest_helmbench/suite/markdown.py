@@ -176,27 +176,62 @@ else:
 
 
 _DEEP_INDENT = re.compile(r"^[ \t]{128}", re.MULTILINE)
+#: A block sequence's `-` (followed by a blank), a flow collection's opening or a complex key's `?`.
+_NESTING_INDICATOR = re.compile(r"-(?=[ \t\r\n]|$)|[\[{?]")
+#: Nesting libyaml's recursive composer is given at most: far below the ~10^5 levels that overflow it.
+_LIBYAML_NESTING = 10_000
 _PLAIN_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
-def _plainly_shallow(text: str) -> bool:
-    """Whether libyaml may load `text` on its own: no alias without a `*`, and with few nesting
-    indicators and no deep indentation the nesting stays far below what overflows its recursive
-    composer (about 10^5 levels). Typical metadata qualifies; anything else takes the guarded path."""
-    if "*" in text:
+def _libyaml_may_compose(text: str) -> bool:
+    """Whether libyaml may compose `text` on its own: no alias without a `*`, and its nesting, bounded by
+    the indentation (under 128 columns) plus the nesting indicators, stays far below what overflows
+    libyaml's composer. The nodes' depth is checked afterwards (`_depth`)."""
+    if "*" in text or _DEEP_INDENT.search(text) is not None:
         return False
-    indicators = text.count("[") + text.count("{") + text.count("-") + text.count("?")
-    return indicators < MAX_YAML_DEPTH and _DEEP_INDENT.search(text) is None
+    return sum(1 for _ in _NESTING_INDICATOR.finditer(text)) < _LIBYAML_NESTING
+
+
+def _depth(root: yaml.Node) -> int:
+    """How deeply `root` nests (itself 1; keys count as its guarded composer counts them), or the first
+    depth past MAX_YAML_DEPTH found."""
+    deepest = 0
+    pending: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_YAML_DEPTH:
+            return depth
+        deepest = max(deepest, depth)
+        if isinstance(node, yaml.MappingNode):
+            pending += [(part, depth + 1) for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += [(item, depth + 1) for item in node.value]
+    return deepest
+
+
+def yaml_compose(text: str) -> yaml.Node | None:
+    """Compose YAML into nodes, refusing aliases and deep nesting: libyaml's own composer where it
+    cannot be overflowed and its nodes nest no deeper than allowed (several times faster), else the
+    guarded composer, which refuses them with the line; errors are PyYAML's (see load_yaml)."""
+    if _PLAIN_LOADER is not None and _libyaml_may_compose(text):
+        try:
+            node = yaml.compose(text, Loader=_PLAIN_LOADER)
+        except yaml.YAMLError:
+            pass  # libyaml words its errors differently: report the pure-Python loader's message
+        else:
+            if node is None or _depth(node) <= MAX_YAML_DEPTH:
+                return node
+    try:
+        return yaml.compose(text, Loader=_FastLoader)
+    except yaml.YAMLError:
+        pass
+    return yaml.compose(text, Loader=SafeYamlLoader)
 
 
 def yaml_load(text: str) -> Any:
     """Load YAML safely, refusing aliases and deep nesting; errors are PyYAML's (see load_yaml)."""
-    loader = _PLAIN_LOADER if _PLAIN_LOADER is not None and _plainly_shallow(text) else _FastLoader
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.YAMLError:
-        pass  # libyaml words its errors differently: report the pure-Python loader's message
-    return yaml.load(text, Loader=SafeYamlLoader)
+    node = yaml_compose(text)
+    return None if node is None else SafeConstructor().construct_document(node)
 
 
 def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:

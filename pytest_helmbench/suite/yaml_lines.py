@@ -1,7 +1,7 @@
 """A YAML file's loaded data checked with the line of each part at fault, duplicate keys included.
 
 PyYAML's loaded data carries no line numbers and silently keeps the last of two equal keys; composing
-the same text into nodes (with markdown.py's guarded loader: no alias, bounded nesting) gives both.
+the same text into nodes (markdown.py's yaml_compose: no alias, bounded nesting) gives both.
 Used for resources.yml, whose every error names the line and the fix.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import yaml
 
 from ..errors import BenchmarkError
-from .markdown import _FastLoader as GuardedLoader
+from .markdown import yaml_compose
 
 Where = tuple[str | int, ...]
 """A path into the data: mapping keys and sequence indexes, e.g. ("locales", "GB", "services", 0)."""
@@ -24,14 +24,14 @@ Where = tuple[str | int, ...]
 class YamlReader:
     """Checks on loaded data whose errors name the file, the line of the part at fault and the fix.
 
-    Lines come from composing the same text into YAML nodes (the guarded loader: no alias reaches
+    Lines come from composing the same text into YAML nodes (yaml_compose: no alias reaches
     here), which also finds the duplicate keys that loading silently drops."""
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
         self.lines: dict[Where, int] = {}
         self.duplicates: list[tuple[Where, int]] = []
-        root = yaml.compose(text, Loader=GuardedLoader)
+        root = yaml_compose(text)
         if root is not None:
             self._walk(root, ())
 
