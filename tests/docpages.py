@@ -22,14 +22,23 @@ later block sees the database an earlier one wrote. Shown output matches in subs
 (whitespace runs collapsed) must appear in what the command printed (standard output and standard error
 together), in the same order, other lines may come between, and `…` stands for any text (a line of
 `…` alone only marks that lines are left out).
+
+A plain `pytest` or `helmbench` line (see `plain`) and a python block run in this process, with the
+same folder and environment, as a shell would run them (a test compares the two); anything else runs
+in bash.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,6 +188,11 @@ def environment(folder: Path, server_url: str | None, key: str | None) -> dict[s
 
 
 def run_command(command: Command, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A `$ ` line as a reader's shell runs it; a plain `pytest` or `helmbench` command (see `plain`)
+    in this process, which saves the interpreter's and pytest's start of each (a hundred commands)."""
+    found = plain(command.line)
+    if found is not None:
+        return run_in_process(found, folder, env)
     return subprocess.run(
         ["bash", "-c", command.line],
         cwd=folder,
@@ -192,16 +206,148 @@ def run_command(command: Command, folder: Path, env: dict[str, str]) -> subproce
 
 
 def run_python(code: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=PAGE_TIMEOUT,
-        check=False,
-    )
+    """A python block as `python -c` runs it, in this process (pandas is imported once, not per block)."""
+    return run_in_process(Plain({}, ["python", "-c", code], None), folder, env)
+
+
+# ---- plain commands, run in this process ----------------------------------------------------------
+
+#: The programs a plain command may run: this repository's own entry points.
+IN_PROCESS = frozenset({"pytest", "helmbench"})
+#: What shlex's punctuation tokens are made of: shell operators (pipes, lists, subshells, redirections),
+#: which only bash may run, but for a final `> FILE`, the one redirection run here.
+_OPERATOR_CHARS = frozenset("();<>|&")
+#: Characters a shell would expand (variables, substitutions, globs, `~`, braces): such a line runs in bash.
+_EXPANDED = re.compile(r"[$`*?\[~{]")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+@dataclass(frozen=True)
+class Plain:
+    """A `$ ` line that is one `pytest` or `helmbench` command with literal arguments: optional
+    `NAME=value` settings before it, an optional `> FILE` after it, an optional trailing comment."""
+
+    settings: dict[str, str]
+    argv: list[str]
+    stdout_to: str | None
+
+
+def plain(line: str) -> Plain | None:
+    """The line as a Plain command, or None when only a shell can run it as written."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unclosed quote
+        return None
+    stdout_to = None
+    if len(tokens) >= 2 and tokens[-2] == ">":
+        stdout_to, tokens = tokens[-1], tokens[:-2]
+    settings: dict[str, str] = {}
+    while tokens and _ASSIGNMENT.match(tokens[0]):
+        name, _, value = tokens.pop(0).partition("=")
+        settings[name] = value
+    if not tokens or tokens[0] not in IN_PROCESS:
+        return None
+    if any(set(token) <= _OPERATOR_CHARS or _EXPANDED.search(token) for token in tokens):
+        return None
+    return Plain(settings, tokens, stdout_to)
+
+
+def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a plain command here, in `folder` with exactly `env` (and its settings), standard output and
+    error written to one buffer as a pipe would take them (or standard output to its `> FILE`)."""
+    printed = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+    target = (folder / command.stdout_to).open("w", encoding="utf-8") if command.stdout_to else printed
+    umask = os.umask(0o077)
+    os.umask(umask)
+    hook = sys.excepthook
+    try:
+        with _environment({**env, **command.settings}), contextlib.chdir(folder):
+            with contextlib.redirect_stdout(target), contextlib.redirect_stderr(printed):
+                code = _PROGRAMS[command.argv[0]](command.argv)
+    finally:
+        os.umask(umask)  # `helmbench` sets the process's umask, as its console script does
+        sys.excepthook = hook  # and Typer its exception hook
+        if target is not printed:
+            target.close()
+    printed.seek(0)
+    return subprocess.CompletedProcess(command.argv, code, printed.read(), None)
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+_ALREADY_IMPORTED = ["-W", "ignore:Module already imported:pytest.PytestAssertRewriteWarning"]
+
+
+def _pytest(args: list[str]) -> int:
+    """pytest.main, isolated as pytester's in-process runs are: what it imports (a page's own
+    modules) and adds to sys.path is dropped afterwards, and pytest's end-of-session garbage
+    collections (five full collections of this large process) are skipped. That this process has
+    already imported the plugin is no warning a reader's run would show."""
+    import pytest
+    from _pytest.pytester import SysModulesSnapshot, SysPathsSnapshot
+    from _pytest.unraisableexception import gc_collect_iterations_key
+
+    class _NoGcCollections:
+        @staticmethod
+        def pytest_configure(config: pytest.Config) -> None:
+            config.stash[gc_collect_iterations_key] = 0
+
+    importlib.invalidate_caches()
+    modules, paths = SysModulesSnapshot(), SysPathsSnapshot()
+    try:
+        return int(pytest.main([*_ALREADY_IMPORTED, *args], plugins=[_NoGcCollections()]))
+    finally:
+        modules.restore()
+        paths.restore()
+
+
+def _helmbench(argv: list[str]) -> int:
+    """The console script's main with `argv`."""
+    from pytest_helmbench.cli import main
+
+    return _exit_status(main, argv)
+
+
+def _python(argv: list[str]) -> int:
+    """`python -c CODE`: the code run as the `__main__` module."""
+    code = argv[2]
+    return _exit_status(lambda: exec(compile(code, "<string>", "exec"), {"__name__": "__main__"}), argv[1:])
+
+
+def _exit_status(main: Callable[[], object], argv: list[str]) -> int:
+    """`main()` with `sys.argv` set; its exit status as the process's would be (an uncaught exception
+    still fails the test, with its traceback)."""
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    finally:
+        sys.argv = saved
+    return 0
+
+
+_PROGRAMS: dict[str, Callable[[list[str]], int]] = {
+    "pytest": lambda argv: _pytest(argv[1:]),
+    "helmbench": _helmbench,
+    "python": _python,
+}
 
 
 def write_file(block: Block, folder: Path) -> None:

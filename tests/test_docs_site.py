@@ -88,6 +88,51 @@ def test_the_matcher_reads_shown_output_in_substance():
     assert docpages.mismatch(["score 99.9/100 …"], printed) == "score 99.9/100 …"
 
 
+def test_only_plain_commands_of_this_project_run_in_process():
+    line = "HELMBENCH_DRY_RUN=maybe pytest -m \"helmbench(behaviour='P1-B1')\" > out.txt  # a comment"
+    plain = docpages.plain(line)
+    assert plain == docpages.Plain(
+        {"HELMBENCH_DRY_RUN": "maybe"}, ["pytest", "-m", "helmbench(behaviour='P1-B1')"], "out.txt"
+    )
+    assert docpages.plain('helmbench review raters add "Dr Rivera" --study 1') is not None
+    for line in (
+        "find out -type f | sort",  # a pipe
+        "pytest -q 2>&1",
+        "helmbench export >> all.csv",
+        "pytest -q && helmbench report",
+        "helmbench export --out $HOME/x.csv",  # an expansion
+        "pytest tests/*.py",  # a glob
+        "inspect log list",  # another program
+        'pytest -k "unclosed',
+    ):
+        assert docpages.plain(line) is None, line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "pytest --helmbench-judge-policy majorty --helmbench-dry-run",  # a usage error on standard error
+        "HELMBENCH_DRY_RUN=maybe pytest --helmbench-sample 1",
+        "helmbench --version",
+        "helmbench export --format xml",  # Click's usage error, exit 2
+        "helmbench costs > costs.txt",
+    ],
+)
+def test_a_plain_command_in_process_prints_and_exits_as_in_a_shell(line, tmp_path):
+    """What the in-process runner saves (an interpreter's start per command) must not change what a
+    command prints, in which order, or its exit status."""
+    env = docpages.environment(tmp_path, None, None)
+    command = docpages.Command(line, [])
+    here = docpages.run_command(command, tmp_path, env)
+    shell = subprocess.run(
+        ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=False, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, check=False,
+    )  # fmt: skip
+    assert here.returncode == shell.returncode
+    assert here.stdout.split() == shell.stdout.split()
+    assert here.stdout.strip(), "something was printed"
+
+
 # ---- the commands run as shown ----------------------------------------------------------------------
 
 
