@@ -205,6 +205,22 @@ def test_selector_matches_plain_segment_dicts() -> None:
 
 
 @pytest.mark.parametrize(
+    ("pattern", "scenarios"),
+    [
+        ("P1-B1-S1", {"P1-B1-S1"}),
+        ("B1", {"P1-B1-S1", "P2-B1-S3", "P1-B1-S10"}),
+        ("S1-C2-PT1", {"P1-B1-S1", "P1-B2-S1"}),
+        ("C2-U0", {"P1-B1-S1", "P1-B2-S1", "P2-B1-S3", "P1-B1-S10"}),  # no P, B or S: every scenario
+        ("P2-S1", set()),
+    ],
+)
+def test_a_selector_may_match_only_the_scenarios_of_its_p_b_and_s(pattern: str, scenarios: set[str]) -> None:
+    selector = Selector.parse(pattern)
+    codes = ("P1-B1-S1", "P1-B2-S1", "P2-B1-S3", "P1-B1-S10")
+    assert {code for code in codes if selector.may_match_scenario(code)} == scenarios
+
+
+@pytest.mark.parametrize(
     "pattern",
     [
         "",

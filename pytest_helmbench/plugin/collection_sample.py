@@ -35,6 +35,7 @@ def sample_at_collection(
     loader: BenchmarkLoader,
     scenario: Callable[[Path], Scenario],
     selected: Callable[[Case], bool],
+    may_select: Callable[[Scenario], bool],
 ) -> frozenset[str] | None:
     """--helmbench-sample's codes, drawn before any item is built when nothing but --helmbench-select
     narrows the session; None otherwise (the sample is then drawn from the items, step 3).
@@ -55,6 +56,8 @@ def sample_at_collection(
             loaded = scenario(folder)
         except HelmbenchError:
             return None  # its file's collection error says why; the sample is drawn from the items
+        if not may_select(loaded):
+            continue
         cases = expand(loaded, settings.model_ids[:1], settings.layouts[:1], keep=selected)
         entries += [(loaded.behaviour, case.code) for case in cases]
     return frozenset(sample_codes(entries, settings.sample, settings.sample_seed))

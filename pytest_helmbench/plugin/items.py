@@ -64,6 +64,8 @@ class ScenarioFile(pytest.File):
         # --helmbench-select applies here, as a node id would: a case it leaves out is never built into an
         # item (creating and deselecting the 55,000 cases of the shipped benchmark took seconds); so does
         # --helmbench-sample when nothing else narrows the session (collection_sample.py).
+        if not state.may_select(scenario):
+            return
         for case in expand(scenario, models, layouts, keep=state.collects):
             for repeat in range(repeats):
                 name = item_name(case, len(models) > 1, repeat if repeats > 1 else None, len(layouts) > 1)

@@ -288,7 +288,9 @@ class HelmbenchState:
         but --helmbench-select narrows the session: collection_sample.py); else None."""
         from .collection_sample import sample_at_collection
 
-        return sample_at_collection(self.config, self.settings, self.loader, self.scenario, self.selected)
+        return sample_at_collection(
+            self.config, self.settings, self.loader, self.scenario, self.selected, self.may_select
+        )
 
     def collects(self, case: Case) -> bool:
         """Whether this case becomes an item: --helmbench-select keeps it, and so does the sample when
@@ -303,7 +305,14 @@ class HelmbenchState:
 
     def selected(self, case: Case) -> bool:
         """Whether --helmbench-select keeps this case (every case without the option)."""
-        return not self.selectors or any(selector.matches(case.segments) for selector in self.selectors)
+        if not self.selectors:
+            return True
+        segments = case.segments
+        return any(selector.matches(segments) for selector in self.selectors)
+
+    def may_select(self, scenario: Scenario) -> bool:
+        """Whether --helmbench-select can keep a case of this scenario (by its P, B and S segments)."""
+        return not self.selectors or any(s.may_match_scenario(scenario.code) for s in self.selectors)
 
     def new_warnings(self) -> list[str]:
         fresh = [w for w in dict.fromkeys(self.loader.warnings) if w not in self._warned]

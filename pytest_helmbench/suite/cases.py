@@ -176,6 +176,12 @@ class Selector:
                 return False
         return True
 
+    def may_match_scenario(self, scenario_code: str) -> bool:
+        """Whether a case of scenario `scenario_code` (`P1-B1-S1`) can match: its P, B and S segments
+        do (a selection then skips the scenarios it cannot keep without expanding their cases)."""
+        found = dict(zip(("P", "B", "S"), scenario_code.split("-"), strict=False))
+        return all(found.get(kind) == value for kind, value in self.segments if kind in ("P", "B", "S"))
+
 
 def parse_selectors(values: list[str]) -> list[Selector]:
     """Comma-separated patterns from every occurrence of the option (any pattern may match)."""
