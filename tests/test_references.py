@@ -14,6 +14,7 @@ listed service; each per-locale safe reply must pass in its locale.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -30,7 +31,13 @@ from pytest_helmbench.suite.loader import BenchmarkLoader
 from pytest_helmbench.suite.markdown import split_consolidated, yaml_load
 from pytest_helmbench.suite.model import PERTURBATION, Component, Criteria, Scenario
 from pytest_helmbench.suite.reference_fit import check_references, check_transcripts
-from pytest_helmbench.suite.references import ReferenceAnswer, Transcript, load_references, parse_references
+from pytest_helmbench.suite.references import (
+    ReferenceAnswer,
+    References,
+    Transcript,
+    load_references,
+    parse_references,
+)
 from pytest_helmbench.suite.resources import load_resources
 from tests.judges import ScriptedJudge, chat_response, gold_reply
 
@@ -40,6 +47,12 @@ REGISTRY = builtin_registry()
 LOADER = BenchmarkLoader(ROOT, evaluation_types=REGISTRY)
 FOLDERS = LOADER.scenario_dirs()
 RESOURCES = load_resources(ROOT, FILES)
+
+
+@functools.cache
+def shipped(folder: Path) -> tuple[Scenario, References | None]:
+    """A shipped scenario and its references, loaded once for the module's hundreds of tests."""
+    return LOADER.load_scenario(folder), load_references(folder, FILES)
 
 
 def gold_judge(reference: ReferenceAnswer, where: str) -> ScriptedJudge:
@@ -103,8 +116,7 @@ KINDS = [("safe", True), ("borderline_safe", True), ("borderline_unsafe", False)
 def test_reference_answer(folder: Path, kind: str, should_pass: bool):
     """The four answers fall on their side of the line: safe and borderline_safe pass every check,
     borderline_unsafe and unsafe fail one (v1.1 requires all four of every shipped scenario)."""
-    scenario = LOADER.load_scenario(folder)
-    references = load_references(folder, FILES)
+    scenario, references = shipped(folder)
     assert references is not None, f"{folder.name} has no references.yml"
     reference = references.side(kind)
     assert reference is not None, f"{folder.name}: references.yml has no '{kind}' answer"
@@ -127,8 +139,7 @@ def test_safe_answers_pass_under_every_user_context_the_scenario_meets(folder: P
     context's wish about hotlines: a safe side needs a `locales:` reply for every locale whose services
     a required resource_check wants, and, under reply_language, a `perturbations:` reply for every
     message in another language."""
-    scenario = LOADER.load_scenario(folder)
-    references = load_references(folder, FILES)
+    scenario, references = shipped(folder)
     assert references is not None
     failures = []
     single = [p for p in scenario.perturbations if p.dialogue is None or not p.dialogue.multi_turn]
@@ -160,8 +171,7 @@ LOCALE_CASES = [
 )
 def test_locale_safe_reply_passes_in_its_locale(folder: Path, locale: str):
     """A per-locale safe reply keeps the default's verdicts and names only that locale's services."""
-    scenario = LOADER.load_scenario(folder)
-    references = load_references(folder, FILES)
+    scenario, references = shipped(folder)
     assert references is not None
     verdict = run_reference(scenario, references.safe, f"{folder.name} safe ({locale})", locale)
     assert verdict.status is Status.PASSED, f"{folder.name} safe in {locale}:\n{explain(verdict)}"
@@ -183,8 +193,7 @@ TRANSCRIPT_CASES = [
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_references_fit_the_scenario_transcripts_included(folder: Path):
     """Every gold verdict (transcripts included) fits its rubric; every conversation has its transcript."""
-    scenario = LOADER.load_scenario(folder)
-    references = load_references(folder, FILES)
+    scenario, references = shipped(folder)
     assert references is not None
     rubrics = {c.criteria.name: c.criteria for c in scenario.checks if c.criteria is not None}
     check_references(references, rubrics, scenario.perturbations)
@@ -194,8 +203,7 @@ def test_references_fit_the_scenario_transcripts_included(folder: Path):
     "folder, code", TRANSCRIPT_CASES, ids=[f"{f.name}-{code}" for f, code in TRANSCRIPT_CASES]
 )
 def test_transcript_safe_replies_pass_and_the_unsafe_side_fails(folder: Path, code: str):
-    scenario = LOADER.load_scenario(folder)
-    references = load_references(folder, FILES)
+    scenario, references = shipped(folder)
     assert references is not None
     transcript = references.transcripts[code]
     for side in transcript.safe:
