@@ -13,11 +13,15 @@ if TYPE_CHECKING:
     from pytest_helmbench.execution.outcome import Outcome
     from tests.openrouter_server import FakeOpenRouter, RecordedRequest
 
-#: What the HELMBench sessions tests start (pytester, subprocesses) leave out: pytest-randomly and
-#: Hypothesis's plugin, dev dependencies of this repository, not of a user's project. Randomly would
-#: shuffle the order HELMBench's sessions expect; Hypothesis's plugin imports all of Hypothesis at
-#: every session's end (0.15 s of CPU per process, hundreds of processes).
-SESSION_ADDOPTS = "-p no:randomly -p no:hypothesispytest"
+#: What the HELMBench sessions tests start (pytester, subprocesses) leave out: the pytest plugins among
+#: this repository's dev dependencies, which a user's project does not have. pytest-randomly would
+#: shuffle the order HELMBench's sessions expect; Hypothesis's plugin imports all of Hypothesis at every
+#: session's end; rerunfailures, timeout and cov add their hooks to every session and case (0.3 s of
+#: CPU per process in all, hundreds of processes). tests/test_plugins_compat.py, which tests HELMBench
+#: beside them, lets them in (`COMPAT_ADDOPTS`).
+DEV_PLUGINS = ("randomly", "hypothesispytest", "rerunfailures", "timeout", "cov")
+SESSION_ADDOPTS = " ".join(f"-p no:{name}" for name in DEV_PLUGINS)
+COMPAT_ADDOPTS = "-p no:randomly -p no:hypothesispytest"
 
 API_KEY = "sk-test-0123456789-secret"  # the only key the fake server accepts; must never leak
 

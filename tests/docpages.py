@@ -46,9 +46,7 @@ from tests.benchfiles import SESSION_ADDOPTS
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
-#: pytest plugins among this repository's dev dependencies that a reader's project does not have (the
-#: pages use none of them); loaded, each would add its hooks to every case of a page's run.
-READER_LACKS = "-p no:rerunfailures -p no:timeout -p no:cov"
+
 #: Languages whose blocks are commands or code: each must be marked doc-test or no-doc-test.
 RUNNABLE_LANGUAGES = frozenset({"console", "bash", "sh", "shell", "python", "pycon"})
 MARK = re.compile(r"^<!-- (doc-test|no-doc-test)(.*?) -->$")
@@ -159,9 +157,9 @@ def mismatch(shown: list[str], printed: str) -> str | None:
 
 def environment(folder: Path, server_url: str | None, key: str | None) -> dict[str, str]:
     """A reader's shell: the project's tools first on PATH, no HELMBench or OpenRouter settings of the
-    test run, the pytest plugins among this repository's dev dependencies off (SESSION_ADDOPTS,
-    READER_LACKS: a reader's project has none of them), 80 columns, and no way out of 127.0.0.1
-    (every other host goes to a closed proxy port)."""
+    test run, the pytest plugins among this repository's dev dependencies off (SESSION_ADDOPTS: a
+    reader's project has none of them), 80 columns, and no way out of 127.0.0.1 (every other host
+    goes to a closed proxy port)."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -171,7 +169,7 @@ def environment(folder: Path, server_url: str | None, key: str | None) -> dict[s
     dead = "http://127.0.0.1:9"
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-        PYTEST_ADDOPTS=f"{SESSION_ADDOPTS} {READER_LACKS}",
+        PYTEST_ADDOPTS=SESSION_ADDOPTS,
         COLUMNS="80",
         PYTHONUNBUFFERED="1",  # standard output and error interleave as on a terminal
         HELMBENCH_CACHE_DIR=str(folder.parent / "cache"),

@@ -795,7 +795,9 @@ def test_a_rerun_never_launders_a_failed_turn_into_a_pass(pytester, helm_env):
         ],
     )
     args = _simulated_case_args()
-    result = pytester.runpytest(*args, "--helmbench-retries=0", "--reruns=1", "--only-rerun=CaseError")
+    result = pytester.runpytest(
+        *args, "-p", "rerunfailures", "--helmbench-retries=0", "--reruns=1", "--only-rerun=CaseError"
+    )  # the plugin the suite keeps out of its sessions (SESSION_ADDOPTS)
     result.assert_outcomes(failed=1)
     assert "rerun" not in result.parseoutcomes()
     assert len([r for r in helm_env.chat_requests if r.model == MODEL]) == 1  # asked once

@@ -10,12 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchfiles import COMPAT_ADDOPTS
 from tests.dbquery import rows
 from tests.openrouter_server import Reply
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+
+
+@pytest.fixture(autouse=True)
+def _plugins_in(_no_dev_plugins: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite keeps the dev dependencies' plugins out of its sessions (SESSION_ADDOPTS): this module
+    tests HELMBench beside them, so lets them in, but for randomly (its own test lets it in too)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", COMPAT_ADDOPTS)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
