@@ -294,13 +294,13 @@ _ALREADY_IMPORTED = ["-W", "ignore:Module already imported:pytest.PytestAssertRe
 def _pytest(args: list[str]) -> int:
     """pytest.main, isolated as pytester's in-process runs are: what it imports (a page's own
     modules) and adds to sys.path is dropped afterwards, and pytest's end-of-session garbage
-    collections (five full collections of this large process) are skipped. That this process has
+    collection (a full collection of this large process) is skipped. That this process has
     already imported the plugin is no warning a reader's run would show."""
     import pytest
     from _pytest.pytester import SysModulesSnapshot, SysPathsSnapshot
     from _pytest.unraisableexception import gc_collect_iterations_key
 
-    class _NoGcCollections:
+    class _NoGcCollection:
         @staticmethod
         def pytest_configure(config: pytest.Config) -> None:
             config.stash[gc_collect_iterations_key] = 0
@@ -308,7 +308,7 @@ def _pytest(args: list[str]) -> int:
     importlib.invalidate_caches()
     modules, paths = SysModulesSnapshot(), SysPathsSnapshot()
     try:
-        return int(pytest.main([*_ALREADY_IMPORTED, *args], plugins=[_NoGcCollections()]))
+        return int(pytest.main([*_ALREADY_IMPORTED, *args], plugins=[_NoGcCollection()]))
     finally:
         modules.restore()
         paths.restore()
