@@ -31,6 +31,7 @@ in bash.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import importlib
 import io
 import os
@@ -257,17 +258,21 @@ def plain(line: str) -> Plain | None:
 
 def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run a plain command here, in `folder` with exactly `env` (and its settings), standard output and
-    error written to one buffer as a pipe would take them (or standard output to its `> FILE`)."""
+    error written to one buffer as a pipe would take them (or standard output to its `> FILE`). A
+    command still running after PAGE_TIMEOUT ends this process with every thread's traceback, as the
+    subprocess's timeout ended the command (xdist reports the test's worker as crashed)."""
     printed = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
     target = (folder / command.stdout_to).open("w", encoding="utf-8") if command.stdout_to else printed
     umask = os.umask(0o077)
     os.umask(umask)
     hook = sys.excepthook
+    faulthandler.dump_traceback_later(PAGE_TIMEOUT, exit=True, file=sys.__stderr__)
     try:
         with _environment({**env, **command.settings}), contextlib.chdir(folder):
             with contextlib.redirect_stdout(target), contextlib.redirect_stderr(printed):
                 code = _PROGRAMS[command.argv[0]](command.argv)
     finally:
+        faulthandler.cancel_dump_traceback_later()
         os.umask(umask)  # `helmbench` sets the process's umask, as its console script does
         sys.excepthook = hook  # and Typer its exception hook
         if target is not printed:

@@ -133,6 +133,21 @@ def test_a_plain_command_in_process_prints_and_exits_as_in_a_shell(line, tmp_pat
     assert here.stdout.strip(), "something was printed"
 
 
+def test_a_command_run_in_process_is_bounded_in_time_as_a_subprocess_was(tmp_path):
+    """Past PAGE_TIMEOUT the process ends with every thread's traceback (here a second, not 300)."""
+    script = (
+        "import sys; from pathlib import Path; from tests import docpages\n"
+        "docpages.PAGE_TIMEOUT = 1\n"
+        "block = docpages.Plain({}, ['python', '-c', 'import time; time.sleep(60)'], None)\n"
+        f"docpages.run_in_process(block, Path({str(tmp_path)!r}), {{}})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode != 0
+    assert "Timeout" in done.stderr and "time.sleep" not in done.stdout, done.stderr[-2000:]
+
+
 # ---- the commands run as shown ----------------------------------------------------------------------
 
 
