@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,10 @@ class Component:
         value = self.meta.get("style")
         return str(value) if value is not None else None
 
-    @property
+    @cached_property
     def words(self) -> str:
-        """What the user says first, without tags (the deployed layout's first user message)."""
+        """What the user says first, without tags (the deployed layout's first user message): parsed
+        from the body once (the oracles ask for it of every pending perturbation at each lookup)."""
         return self.dialogue.first if self.dialogue is not None else plain_words(self.body)
 
 
