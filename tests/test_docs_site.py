@@ -108,6 +108,7 @@ def test_only_plain_commands_of_this_project_run_in_process():
         assert docpages.plain(line) is None, line
 
 
+@pytest.mark.e2e  # starts pytest sessions and shells: out of `dev.py test --quick`
 @pytest.mark.parametrize(
     "line",
     [
@@ -133,6 +134,7 @@ def test_a_plain_command_in_process_prints_and_exits_as_in_a_shell(line, tmp_pat
     assert here.stdout.strip(), "something was printed"
 
 
+@pytest.mark.e2e  # starts a process
 def test_a_command_run_in_process_is_bounded_in_time_as_a_subprocess_was(tmp_path):
     """Past PAGE_TIMEOUT the process ends with every thread's traceback (here a second, not 300)."""
     script = (
