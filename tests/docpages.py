@@ -39,9 +39,10 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from tests.benchfiles import SESSION_ADDOPTS
 
@@ -268,7 +269,7 @@ def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subproc
     hook = sys.excepthook
     faulthandler.dump_traceback_later(PAGE_TIMEOUT, exit=True, file=sys.__stderr__)
     try:
-        with _environment({**env, **command.settings}), contextlib.chdir(folder):
+        with mock.patch.dict(os.environ, {**env, **command.settings}, clear=True), contextlib.chdir(folder):
             with contextlib.redirect_stdout(target), contextlib.redirect_stderr(printed):
                 code = _PROGRAMS[command.argv[0]](command.argv)
     finally:
@@ -279,18 +280,6 @@ def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subproc
             target.close()
     printed.seek(0)
     return subprocess.CompletedProcess(command.argv, code, printed.read(), None)
-
-
-@contextlib.contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 _ALREADY_IMPORTED = ["-W", "ignore:Module already imported:pytest.PytestAssertRewriteWarning"]

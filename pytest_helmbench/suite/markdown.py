@@ -178,8 +178,10 @@ else:
 _DEEP_INDENT = re.compile(r"^[ \t]{128}", re.MULTILINE)
 #: A block sequence's `-` (followed by a blank), a flow collection's opening or a complex key's `?`.
 _NESTING_INDICATOR = re.compile(r"-(?=[ \t\r\n]|$)|[\[{?]")
-#: Nesting libyaml's recursive composer is given at most: far below the ~10^5 levels that overflow it.
-_LIBYAML_NESTING = 10_000
+#: Nesting libyaml's recursive composer is given at most: far below the ~10^5 levels that overflow its
+#: main thread's stack, and small enough for a thread's smaller one (libyaml 0.2.5 itself refuses past
+#: 1,000 levels; an older one does not). The shipped files count at most some 250.
+_LIBYAML_NESTING = 1_000
 _PLAIN_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
