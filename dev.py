@@ -149,8 +149,14 @@ def final_steps(action: str, venv: Path, extra: Sequence[str]) -> list[Step]:
 
 def venv_env(venv: Path) -> dict[str, str]:
     """The environment an activated venv gives: its bin first on PATH, VIRTUAL_ENV set (and mkdocs'
-    banner about its next major version, which says nothing about this build, left out)."""
+    banner about its next major version, which says nothing about this build, left out).
+
+    PYTHONDONTWRITEBYTECODE is dropped: with it (some images set it), each of the suite's hundreds of
+    Python processes compiled the package again and pytest rewrote the same test and plugin modules
+    again; with the caches written (__pycache__, ignored by git and the sdist), the suite took some 40 s
+    less of CPU. What the commands do is the same."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["VIRTUAL_ENV"] = str(venv)
     env.setdefault("NO_MKDOCS_2_WARNING", "1")
     env["PATH"] = os.pathsep.join([str(venv_bin(venv, "python").parent), env.get("PATH", "")])

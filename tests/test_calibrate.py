@@ -556,12 +556,13 @@ def test_calibrate_the_embedded_local_model_on_a_stratified_subset(tmp_path, mon
     monkeypatch.setenv("HELMBENCH_TIMEOUT", "600")  # a busy machine is slow, not broken
     monkeypatch.chdir(tmp_path)
     db_url = f"sqlite:///{tmp_path / 'cal.db'}"
-    # One item: each call of the 135M judge costs some 20 s of a core (six took 140 s of a suite's
-    # worker, two 50 s). Which items a limit takes from the shipped set is unit-tested above
-    # (test_stratified_subset_of_the_shipped_set_covers_every_rubric_pass_and_fail); here, that the
-    # embedded model is started, asked, and its figures stored.
+    # One item of the small benchmark's one-question rubric: the 135M judge reads some 130 tokens/s on
+    # a core, and a shipped item's judge prompt (2,100 tokens) and its reference reply's extraction took
+    # 27 s. Which items a limit takes from the shipped set is unit-tested above
+    # (test_stratified_subset_of_the_shipped_set_covers_every_rubric_pass_and_fail), the extraction
+    # figures with oracle/judge; here, that the embedded model is started, asked, and its figures stored.
     args = ("--marking-model", "local/smollm2", "--limit", "1")
-    result = calibrate(BENCHMARK, db_url, *args)
+    result = calibrate(write_small_bench(tmp_path), db_url, *args)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("judge local/smollm2: κ ")
     [row] = stored_calibrations(db_url)

@@ -130,10 +130,12 @@ def test_unknown_command_prints_usage() -> None:
         dev.final_steps("deploy", Path("v"), [])
 
 
-def test_venv_env_puts_the_venv_first(tmp_path: Path) -> None:
+def test_venv_env_puts_the_venv_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     env = dev.venv_env(tmp_path)
     assert env["VIRTUAL_ENV"] == str(tmp_path)
     assert env["PATH"].split(":")[0] == str(tmp_path / "bin")
+    assert "PYTHONDONTWRITEBYTECODE" not in env  # the bytecode caches are written: a faster suite
 
 
 def test_real_local_model_tests_share_one_xdist_worker(request: pytest.FixtureRequest) -> None:

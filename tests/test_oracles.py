@@ -1067,3 +1067,40 @@ def test_the_index_composes_a_perturbation_s_cases_when_one_of_its_prompts_is_fi
     assert sorted(index.pending) == every[:2]
     assert index.case([{"role": "user", "content": "not a case of this benchmark"}]) == []
     assert index.pending == {} and any(e.code.startswith("P1-B1-S1") for v in index.cases.values() for e in v)
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_an_oracle_session_parses_each_scenario_folder_once_per_process(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+):
+    """The oracles' index takes the scenarios collection parsed (ProviderContext.scenario_of), and
+    still answers and judges from them; xdist's workers run in processes of their own (not counted)."""
+    for name in ("OPENROUTER_API_KEY", "HELMBENCH_MODEL", "HELMBENCH_DB", "HELMBENCH_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    parsed: list[str] = []
+    original = BenchmarkLoader.load_scenario
+
+    def counting(self: BenchmarkLoader, folder: Path) -> Scenario:
+        parsed.append(folder.name)
+        return original(self, folder)
+
+    monkeypatch.setattr(BenchmarkLoader, "load_scenario", counting)
+    pytester.makeini("[pytest]\n")
+    root = pytester.path / "benchmark"
+    root.mkdir()
+    for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md", "resources.yml"):
+        shutil.copy(oracle_figures.BENCHMARK / name, root / name)
+    for code in ("P1-B3-S1", "P4-B2-S3"):
+        shutil.copytree(oracle_figures.BENCHMARK / "scenarios" / code, root / "scenarios" / code)
+    result = pytester.runpytest(
+        "benchmark",
+        "--helmbench-model=oracle/safe",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-select=P1-B3-S1-C2-U0-PT1,P4-B2-S3-C1-U8-PT5",
+        f"--helmbench-db=sqlite:///{pytester.path / 'o.db'}",
+        "-p",
+        "no:cacheprovider",
+        *xdist,
+    )
+    result.assert_outcomes(passed=2)
+    assert sorted(parsed) == ["P1-B3-S1", "P4-B2-S3"]  # the controller's collection; the index took them

@@ -211,7 +211,13 @@ def calibrate(  # noqa: PLR0913
     }
     chosen = stratified(items, limit, lambda i: gold_passes(i.gold, rubrics[(i.scenario, i.rubric)]))
     clients = ClientPool(
-        ProviderContext(settings, Path.cwd(), benchmark_dir=root, evaluation_types=builtin_registry())
+        ProviderContext(
+            settings,
+            Path.cwd(),
+            benchmark_dir=root,
+            evaluation_types=builtin_registry(),
+            scenario_of=lambda folder: scenarios.get(folder.name) or loader.load_scenario(folder),
+        )
     )
     with tempfile.TemporaryDirectory(prefix="helmbench-calibrate-") as folder:
         board = StopBoard(Path(folder), cross_process=False)

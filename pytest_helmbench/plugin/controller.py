@@ -422,7 +422,9 @@ def finish(state: HelmbenchState, interrupted: bool) -> None:
             recorded = (state.recorder, state.settings, state.loader, state.evaluators, state.tallies)
             # a process its key's run refused changed nothing, and stores no figures either
             state.judge_lines = end_session(
-                *recorded, store_figures=not failed and not state.recorder.refused
+                *recorded,
+                store_figures=not failed and not state.recorder.refused,
+                scenario_of=state.scenario,  # parsed once, for collection
             )
         except HelmbenchError as exc:
             state.storage_error = state.storage_error or str(exc)

@@ -189,9 +189,11 @@ class HelmbenchState:
             keyed = self.fleet is not None and not self.all_dry_run()
         except ConfigError:  # said once at collection: nothing is sent
             keyed = False
-        from ..storage.fleet import shared_stops
+        if not keyed:
+            return None
+        from ..storage.fleet import shared_stops  # SQLAlchemy: an xdist worker without a key never needs it
 
-        return shared_stops(self.fleet, self.settings.db_url) if keyed else None
+        return shared_stops(self.fleet, self.settings.db_url)
 
     @cached_property
     def ledger(self) -> CostLedger | None:
@@ -226,6 +228,7 @@ class HelmbenchState:
             limiter=self.limiter,
             benchmark_dir=self.root,
             evaluation_types=self.evaluators,
+            scenario_of=self.scenario,
         )
         return ClientPool(
             context, self.providers, shared_file=self.shared.providers if self.is_worker else None

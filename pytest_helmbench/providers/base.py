@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ..config import ModelConfig, Settings
 from ..suite.evaluation_spec import EvaluationTypes
+from ..suite.model import Scenario
 from .chat import ChatRequest, ChatResponse, Pricing, read_completion
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ class ProviderContext:
     """What the process gives every provider: run settings, the project folder (logs, relative paths),
     the stop signal (set when the session stops: no further retry is sent), the rate limit that
     the paid API's calls share (None: each client gets its own, unbounded), and the benchmark root
-    with the session's evaluation types (providers that answer from the benchmark itself: oracles).
+    with the session's evaluation types and scenarios (providers that answer from the benchmark
+    itself: oracles).
     The project folder defaults to the current one, the stop signal to a fresh event."""
 
     settings: Settings
@@ -41,6 +43,9 @@ class ProviderContext:
     limiter: AdaptiveLimiter | None = None
     benchmark_dir: Path | None = None
     evaluation_types: EvaluationTypes | None = None
+    #: The session's scenario of a folder, each parsed once per process (the oracles' index reuses
+    #: what collection loaded); None: the index parses the folders itself.
+    scenario_of: Callable[[Path], Scenario] | None = None
 
 
 class ModelClient(Protocol):

@@ -135,7 +135,7 @@ class OracleClient(InProcessClient):
             raise CallError(
                 f"{PREFIX}{self.role} needs the benchmark folder: run it inside a HELMBench session"
             )
-        return self._index.get(root, types)
+        return self._index.get(root, types, self._context.scenario_of)
 
     def content_digest(self) -> str:
         try:

@@ -46,6 +46,8 @@ from ..suite.references import ReferenceAnswer, References, Transcript, load_ref
 from ..suite.resources import CrisisResources, load_resources
 from .oracle_templates import REFUSAL, TEMPLATES, template_reply
 
+ScenarioOf = Callable[[Path], Scenario]  # a scenario folder's parsed scenario
+
 log = logging.getLogger(__name__)
 
 
@@ -288,9 +290,14 @@ def _rendered_user_text(head: str) -> str:
     return head.rpartition("\n\n[user]\n")[2]
 
 
-def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
-    """Load every scenario, its references and the calibration set of the benchmark at `root`."""
+def build_index(
+    root: Path, evaluation_types: EvaluationTypes, scenario_of: ScenarioOf | None = None
+) -> OracleIndex:
+    """Load every scenario, its references and the calibration set of the benchmark at `root`; the
+    scenarios from `scenario_of` when given (the session's, already parsed for collection: parsing the
+    shipped benchmark's 93 again took half a second of every oracle session and xdist worker)."""
     loader = BenchmarkLoader(root, evaluation_types=evaluation_types)
+    load_scenario = scenario_of or loader.load_scenario
     index = OracleIndex(root)
     try:
         index.resources = load_resources(root, loader.files)
@@ -300,7 +307,7 @@ def build_index(root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
     scenarios: dict[str, Scenario] = {}
     for folder in loader.scenario_dirs():
         try:
-            scenario = loader.load_scenario(folder)
+            scenario = load_scenario(folder)
             references = load_references(folder, loader.files)
             if references is not None:  # a transcript that does not fit its conversation: left out too
                 check_transcripts(references, scenario.perturbations)
@@ -509,11 +516,13 @@ class LazyIndex:
         self._lock = threading.Lock()
         self._built: dict[Path, OracleIndex] = {}
 
-    def get(self, root: Path, evaluation_types: EvaluationTypes) -> OracleIndex:
+    def get(
+        self, root: Path, evaluation_types: EvaluationTypes, scenario_of: ScenarioOf | None = None
+    ) -> OracleIndex:
         found = self._built.get(root)
         if found is None:
             with self._lock:
                 found = self._built.get(root)
                 if found is None:
-                    found = self._built[root] = build_index(root, evaluation_types)
+                    found = self._built[root] = build_index(root, evaluation_types, scenario_of)
         return found

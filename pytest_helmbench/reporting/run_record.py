@@ -8,8 +8,9 @@ newest calibration of the (first) judge that covers every rubric the run judged 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
@@ -22,19 +23,25 @@ from .tally import Tally
 if TYPE_CHECKING:
     from ..execution.outcome import CaseResult
     from ..storage.recorder import Recorder
+    from ..suite.model import Scenario
     from .backfill import Backfilled
 
 log = logging.getLogger(__name__)
 
 
 def judged_rubric_hashes(
-    loader: BenchmarkLoader, scenarios: Iterable[str], evaluators: EvaluatorRegistry
+    loader: BenchmarkLoader,
+    scenarios: Iterable[str],
+    evaluators: EvaluatorRegistry,
+    scenario_of: Callable[[Path], Scenario] | None = None,
 ) -> list[str]:
-    """The hashes of every rubric a judge applied to these scenarios' cases (as they are on disk now)."""
+    """The hashes of every rubric a judge applied to these scenarios' cases: as `scenario_of` gives
+    them (a session's, parsed once for collection), else as they are on disk now."""
+    load = scenario_of or loader.load_scenario
     found: set[str] = set()
     for code in sorted(set(scenarios)):
         try:
-            scenario = loader.load_scenario(loader.scenarios_dir / code)
+            scenario = load(loader.scenarios_dir / code)
         except Exception as exc:  # noqa: BLE001 - a scenario that no longer loads judged nothing we can name
             log.debug("rubrics of %s unknown: %s", code, exc)
             continue
@@ -121,24 +128,6 @@ def panel_line(model: str, panel: dict) -> str:
     )
 
 
-def record_session(
-    runs: dict[str, int],
-    settings: Settings,
-    loader: BenchmarkLoader,
-    scenarios: Iterable[str],
-    evaluators: EvaluatorRegistry,
-    loaded: Mapping[int, list[CaseResult]] | None = None,
-) -> list[str]:
-    """The end of a session: store its runs' figures (in settings.db_url); the judges' calibration lines
-    to show."""
-    try:
-        version = loader.info().version
-    except Exception:  # noqa: BLE001 - a broken benchmark.yml already failed the session's scenarios
-        version = None
-    hashes = judged_rubric_hashes(loader, scenarios, evaluators)
-    return record_figures(settings.db_url, runs, settings, version, hashes, loaded).judge_lines
-
-
 @dataclass(frozen=True)
 class Rescored:
     """One run brought to the current scoring: its figures before and after, and the sheets added to
@@ -183,7 +172,7 @@ def rescore(
     return done
 
 
-def end_session(
+def end_session(  # noqa: PLR0913
     recorder: Recorder,
     settings: Settings,
     loader: BenchmarkLoader,
@@ -191,17 +180,26 @@ def end_session(
     tallies: dict[str, Tally],
     *,
     store_figures: bool,
+    scenario_of: Callable[[Path], Scenario] | None = None,
 ) -> list[str]:
     """After the recorder closed the runs: the shard that completed a keyed run shows the whole run
     (its tallies replace this shard's in `tallies`), and the figures of the runs this session ends are
-    stored unless told not to (after a storage failure). Returns the judges' calibration lines."""
+    stored unless told not to (after a storage failure). Returns the judges' calibration lines;
+    `scenario_of` gives the session's scenarios (the rubrics it judged, parsed once for collection)."""
     whole = whole_run_tallies(recorder)
     tallies.update(whole)
     if not store_figures or not recorder.runs:
         return []
     scenarios = {result.scenario for tally in tallies.values() for result in tally.results}
     loaded = {tally.run_id: tally.results for tally in whole.values() if tally.run_id}  # read once
-    return record_session(runs_to_score(recorder), settings, loader, scenarios, evaluators, loaded)
+    try:
+        version = loader.info().version
+    except Exception:  # noqa: BLE001 - a broken benchmark.yml already failed the session's scenarios
+        version = None
+    hashes = judged_rubric_hashes(loader, scenarios, evaluators, scenario_of)
+    return record_figures(
+        settings.db_url, runs_to_score(recorder), settings, version, hashes, loaded
+    ).judge_lines
 
 
 def runs_to_score(recorder: Recorder) -> dict[str, int]:
