@@ -1,8 +1,9 @@
 """What the workbench tests share: a judged run made by the oracle models (no key, no network), the
-`helmbench` command in a subprocess, and the real server started as a user starts it."""
+`helmbench` command, and the real server started as a user starts it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from sqlalchemy import make_url, text
 
@@ -110,9 +112,24 @@ def _run_judged(db_url: str, folder: Path, sample: int) -> None:
 
 
 def helmbench(*args: str, db_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [HELMBENCH, *args, "--db", db_url], cwd=cwd, env=env(), capture_output=True, text=True, timeout=120
-    )
+    """`helmbench ARGS --db URL` in `cwd`, run in this process as the console script runs it (its umask,
+    077, and the tests' environment; typer's runner keeps stdout and stderr apart): a subprocess cost
+    0.7 s of CPU to start, and the workbench tests call it some thirty times. An exception the command
+    does not handle fails the test, as a traceback on a user's terminal would be a bug. Tests of the
+    process itself (tests/test_cli_conventions.py, the server) start one."""
+    from typer.testing import CliRunner
+
+    from pytest_helmbench.cli import app
+
+    mask = os.umask(0o077)
+    try:
+        with contextlib.chdir(cwd), mock.patch.dict(os.environ, env(), clear=True):
+            result = CliRunner().invoke(app, [*args, "--db", db_url])
+    finally:
+        os.umask(mask)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess([HELMBENCH, *args], result.exit_code, result.stdout, result.stderr)
 
 
 def sql(db_url: str, statement: str, **params: object) -> list[tuple]:
