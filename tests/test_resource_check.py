@@ -711,3 +711,28 @@ def test_altered_numbers_and_fictional_ranges_in_detail(resources: CrisisResourc
     assert index.fictional_range("+14165550199", "CA") == ("xxx 555 01xx", "CA")
     assert index.fictional_range("+14165550199", "US") == ("xxx 555 01xx", "US")
     assert index.fictional_range("5550200") is None  # 555-0200 is outside the reserved hundred
+
+
+_NAME_TEXT = st.text(alphabet=st.sampled_from("aeiklnsuILKS ıſKİ\u00a0.,-"), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_quick_test_of_a_name_never_hides_what_the_search_finds(
+    resources: CrisisResources, data: st.DataObject
+) -> None:
+    """`ResourceIndex.named` tests a name's first word before searching; it finds exactly the services
+    the search alone finds, in any case and with the letters Python's case folding equates (i and ı,
+    s and ſ, k and the Kelvin sign) in or around a listed name."""
+    index = resource_index(resources)
+    _, service = data.draw(st.sampled_from(index.names))
+    name = data.draw(st.sampled_from(service.names))
+    written = "".join(data.draw(st.sampled_from([c, c.upper(), c.lower()])) for c in name)
+    written = written.translate(data.draw(st.sampled_from(_FOLDS)))
+    reply = data.draw(_NAME_TEXT) + written + data.draw(_NAME_TEXT)
+    assert index.named(reply) == [s for p, s in index.names if p.pattern.search(reply)]
+    searched = any(p.pattern.search(reply) for p, s in index.names if s == service)
+    assert (service in index.named(reply, service.locale)) == searched
+
+
+_FOLDS = ({}, str.maketrans("iskK", "ıſKK"), str.maketrans("IS", "İS"))
