@@ -1,11 +1,13 @@
 """The embedded local provider end to end: a real SmolLM2 behind llama.cpp, no key, no network.
 
-Runs one case of the shipped benchmark serially (category_match, with an sqe check judged by the
-same local model) and with -n 2 another (sqe its evaluation, of one rubric: what xdist adds is the
-controller's server reached from the workers' calls and judge calls; each judge call of the 135M
-model costs some ten seconds of a core), and checks the real Result rows. The serial run's second
-case, an sqe case of two rubrics, was dropped (#31): it proved nothing the two do not, for twenty
-seconds of a core.
+Runs one case serially (category_match, with an sqe check of one question judged by the same local
+model, in a small benchmark) and with -n 2 one of the shipped benchmark (the first run's sqe case
+of one rubric: what xdist adds is the controller's server reached from the workers' calls and judge
+calls), and checks the real Result rows. The 135M model reads some 150 tokens/s on a core: a shipped
+rubric's judge prompt is 1,300 tokens, the small one's 600. The serial run's second case, an sqe case
+of two rubrics, was dropped (#31): it proved nothing the two do not, for twenty seconds of a core;
+its shipped case (P1-B3-S1, 16 s) became the small benchmark's (#31), the shipped prompts being run
+by the xdist case and the first run.
 """
 
 from __future__ import annotations
@@ -18,26 +20,57 @@ from pathlib import Path
 import pytest
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
-# a category_match case with an sqe check; an sqe case of one rubric, the first run's (dev.py): every
-# judge call of the 135M model reads its rubric at some 130 tokens/s
-CATEGORY_CASE, ONE_RUBRIC_SQE_CASE = "P1-B3-S1-C2-U0-PT1", "P4-B2-S3-C1-U8-PT5"
+# the small benchmark's category_match case with an sqe check; the first run's sqe case (dev.py)
+CATEGORY_CASE, ONE_RUBRIC_SQE_CASE = "P1-B1-S1-C2-U0-PT1", "P4-B2-S3-C1-U8-PT5"
+SMALL_SCENARIO = """---
+category: ANSWER
+risk: none
+evaluation:
+  type: category_match
+  field: category
+checks:
+  - type: sqe
+    criteria: reply-criteria.md
+    field: response
+---
+
+## Your task
+
+Answer the user in `response` and classify your answer in `category`.
+"""
+SMALL_CRITERIA = """---
+checks:
+  - id: answers
+    question: Does the reply answer the user's question?
+---
+## What you are judging
+
+A reply to a student's question.
+"""
 
 pytestmark = pytest.mark.local_model
 
 
 @pytest.fixture
-def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> Path:
+    """Serial: the small benchmark; with xdist: the shipped P4-B2-S3."""
     pytest.importorskip(
         "xllamacpp", reason="the 'local' extra is not installed: pip install 'pytest-helmbench[local]'"
     )
+    from tests.benchfiles import write, write_benchmark, write_scenario
+
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     pytester.makeini("[pytest]\n")
     root = pytester.path / "benchmark"
+    if not xdist:
+        write_benchmark(root)
+        folder = write_scenario(root, "P1-B1-S1", frontmatter_md=SMALL_SCENARIO)
+        write(folder / "reply-criteria.md", SMALL_CRITERIA)
+        return root
     root.mkdir()
     for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md", "resources.yml"):
         shutil.copy(BENCHMARK / name, root / name)
-    for code in ("P1-B3-S1", "P4-B2-S3"):
-        shutil.copytree(BENCHMARK / "scenarios" / code, root / "scenarios" / code)
+    shutil.copytree(BENCHMARK / "scenarios" / "P4-B2-S3", root / "scenarios" / "P4-B2-S3")
     return root
 
 
@@ -73,7 +106,7 @@ def test_real_local_model_records_real_results(pytester, local_bench, xdist, sel
     assert len(rows) == len(selection)
     for _status, raw, prompt_tokens, completion_tokens, latency, cost, _details in rows:
         assert raw and '"choices"' in raw
-        assert prompt_tokens > 100 and completion_tokens > 0 and latency > 0
+        assert prompt_tokens > 50 and completion_tokens > 0 and latency > 0
         assert cost == 0.0
     judged = [
         details for status, *_, details in rows if '"judge"' in details and status in ("passed", "failed")
