@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_helmbench.evaluation.answers import AnswerInvalid, parse_json_content
 from pytest_helmbench.evaluation.judge import JudgeError, parse_verdict
@@ -222,3 +224,48 @@ def test_non_standard_answers_are_failed_stored_and_never_redone(pytester, helm_
         resumed.stdout.fnmatch_lines(["*resume: 8 case(s) already finished were not run again*; 0 run*"])
         assert resumed.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert len(helm_env.chat_requests) == sent  # nothing was asked again
+
+
+_JSON_PIECES = st.sampled_from(
+    [
+        '{"a": ',
+        "[",
+        "]",
+        "}",
+        '"x"',
+        ", ",
+        "1",
+        '"\\ud800"',
+        '"\\uDC00"',
+        '"\\ud83d\\ude00"',
+        '"\\\\ud800"',
+        "\ud800",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_JSON_PIECES, max_size=80), depth=st.integers(1, 70), unicode=st.booleans())
+def test_the_shape_walk_is_skipped_only_when_it_could_not_refuse(
+    pieces: list[str], depth: int, unicode: bool
+):
+    """jsontext skips the walk of a parsed value when its text has at most `max_depth` brackets and no
+    surrogate (nor a \\u escape of one): it refuses exactly what the walk refuses."""
+    from pytest_helmbench.jsontext import _check_shape, _load
+
+    text = "[" * (depth // 2) + "".join(pieces) + "]" * (depth // 2)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    try:
+        _check_shape(value, depth, unicode=unicode)
+        walked = None
+    except JsonRejected as exc:
+        walked = str(exc)
+    try:
+        _load(text, depth, unicode)
+        loaded = None
+    except JsonRejected as exc:
+        loaded = str(exc)
+    assert loaded == walked
