@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests import gate_figures
+from tests.benchfiles import SESSION_ADDOPTS
 
 pytestmark = [
     pytest.mark.e2e,  # starts pytest, servers or processes: out of `dev.py test --quick`
@@ -30,6 +31,7 @@ def errors(tmp_path_factory: pytest.TempPathFactory) -> gate_figures.GateErrors:
     (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     shutil.copytree(gate_figures.BENCHMARK, project / "benchmark")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELMBENCH_", "OPENROUTER_"))}
+    env["PYTEST_ADDOPTS"] = SESSION_ADDOPTS  # set for each test, after this module fixture: set here too
     scenarios = gate_figures.critical_scenarios(project / "benchmark")
     runs = {}
     for name, judge, votes in (
