@@ -191,7 +191,9 @@ class HelmbenchState:
             keyed = False
         if not keyed:
             return None
-        from ..storage.fleet import shared_stops  # SQLAlchemy: an xdist worker without a key never needs it
+        from ..storage.fleet import (
+            shared_stops,  # the fleet's tables: a session without a key never needs them
+        )
 
         return shared_stops(self.fleet, self.settings.db_url)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ..config import ModelConfig, Settings
 from ..suite.evaluation_spec import EvaluationTypes
-from ..suite.model import Scenario
+from ..suite.model import ScenarioOf
 from .chat import ChatRequest, ChatResponse, Pricing, read_completion
 
 if TYPE_CHECKING:
@@ -43,9 +43,7 @@ class ProviderContext:
     limiter: AdaptiveLimiter | None = None
     benchmark_dir: Path | None = None
     evaluation_types: EvaluationTypes | None = None
-    #: The session's scenario of a folder, each parsed once per process (the oracles' index reuses
-    #: what collection loaded); None: the index parses the folders itself.
-    scenario_of: Callable[[Path], Scenario] | None = None
+    scenario_of: ScenarioOf | None = None  # None: the oracles' index parses the folders itself
 
 
 class ModelClient(Protocol):

@@ -39,14 +39,12 @@ from ..suite.cases import case_by_code, expand
 from ..suite.evaluation_spec import REPLY_FIELD, EvaluationTypes, JudgedView
 from ..suite.gold import Gold
 from ..suite.loader import BenchmarkLoader
-from ..suite.model import Component, Criteria, Scenario, content_hash
+from ..suite.model import Component, Criteria, Scenario, ScenarioOf, content_hash
 from ..suite.prompt import compose, render_messages
 from ..suite.reference_fit import check_transcripts
 from ..suite.references import ReferenceAnswer, References, Transcript, load_references
 from ..suite.resources import CrisisResources, load_resources
 from .oracle_templates import REFUSAL, TEMPLATES, template_reply
-
-ScenarioOf = Callable[[Path], Scenario]  # a scenario folder's parsed scenario
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,8 @@ newest calibration of the (first) judge that covers every rubric the run judged 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
@@ -23,7 +22,7 @@ from .tally import Tally
 if TYPE_CHECKING:
     from ..execution.outcome import CaseResult
     from ..storage.recorder import Recorder
-    from ..suite.model import Scenario
+    from ..suite.model import ScenarioOf
     from .backfill import Backfilled
 
 log = logging.getLogger(__name__)
@@ -33,7 +32,7 @@ def judged_rubric_hashes(
     loader: BenchmarkLoader,
     scenarios: Iterable[str],
     evaluators: EvaluatorRegistry,
-    scenario_of: Callable[[Path], Scenario] | None = None,
+    scenario_of: ScenarioOf | None = None,
 ) -> list[str]:
     """The hashes of every rubric a judge applied to these scenarios' cases: as `scenario_of` gives
     them (a session's, parsed once for collection), else as they are on disk now."""
@@ -180,7 +179,7 @@ def end_session(  # noqa: PLR0913
     tallies: dict[str, Tally],
     *,
     store_figures: bool,
-    scenario_of: Callable[[Path], Scenario] | None = None,
+    scenario_of: ScenarioOf | None = None,
 ) -> list[str]:
     """After the recorder closed the runs: the shard that completed a keyed run shows the whole run
     (its tallies replace this shard's in `tallies`), and the figures of the runs this session ends are

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -218,6 +219,11 @@ class Scenario:
     @property
     def schema(self) -> dict[str, Any]:
         return self.response_format["json_schema"]["schema"]
+
+
+ScenarioOf = Callable[[Path], Scenario]
+"""A scenario folder's parsed scenario: a loader's `load_scenario`, or a session's, which parses each
+folder once for collection and gives the same object to the oracles' index and the run's record."""
 
 
 @dataclass(frozen=True)
