@@ -633,8 +633,8 @@ def test_ratings_that_would_mislead_are_refused_naming_the_lines(labelled_bench,
 @pytest.mark.slow
 def test_a_huge_ratings_file_is_refused_in_bounded_memory(labelled_bench, tmp_path, monkeypatch):
     """Two million rows took 1.4 GB: the file is streamed and stops at the row limit. The limit is
-    lowered to 20,000 for a file of a million rows (read whole, some 350 MB; the shipped limit, 500,000
-    rows under tracemalloc, took 9 s)."""
+    lowered to 20,000 under a file of a million rows (reading it whole first peaks at some 100 MB; the
+    shipped limit, 500,000 rows under tracemalloc, took 9 s)."""
     import tracemalloc
 
     from pytest_helmbench.cli import calibrate as cli_calibrate
