@@ -22,31 +22,6 @@ import pytest
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark"
 # the small benchmark's category_match case with an sqe check; the first run's sqe case (dev.py)
 CATEGORY_CASE, ONE_RUBRIC_SQE_CASE = "P1-B1-S1-C2-U0-PT1", "P4-B2-S3-C1-U8-PT5"
-SMALL_SCENARIO = """---
-category: ANSWER
-risk: none
-evaluation:
-  type: category_match
-  field: category
-checks:
-  - type: sqe
-    criteria: reply-criteria.md
-    field: response
----
-
-## Your task
-
-Answer the user in `response` and classify your answer in `category`.
-"""
-SMALL_CRITERIA = """---
-checks:
-  - id: answers
-    question: Does the reply answer the user's question?
----
-## What you are judging
-
-A reply to a student's question.
-"""
 
 pytestmark = pytest.mark.local_model
 
@@ -57,16 +32,13 @@ def local_bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdis
     pytest.importorskip(
         "xllamacpp", reason="the 'local' extra is not installed: pip install 'pytest-helmbench[local]'"
     )
-    from tests.benchfiles import write, write_benchmark, write_scenario
-
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     pytester.makeini("[pytest]\n")
+    if not xdist:  # the calibration tests' benchmark: category_match and a one-question sqe check
+        from tests.test_calibrate import write_small_bench
+
+        return write_small_bench(pytester.path)
     root = pytester.path / "benchmark"
-    if not xdist:
-        write_benchmark(root)
-        folder = write_scenario(root, "P1-B1-S1", frontmatter_md=SMALL_SCENARIO)
-        write(folder / "reply-criteria.md", SMALL_CRITERIA)
-        return root
     root.mkdir()
     for name in ("benchmark.yml", "models.yml", "conditions.md", "user-contexts.md", "resources.yml"):
         shutil.copy(BENCHMARK / name, root / name)
