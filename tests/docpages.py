@@ -257,12 +257,16 @@ def plain(line: str) -> Plain | None:
     return Plain(settings, tokens, stdout_to)
 
 
-def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_in_process(
+    command: Plain, folder: Path, env: dict[str, str], *, stderr_apart: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run a plain command here, in `folder` with exactly `env` (and its settings), standard output and
-    error written to one buffer as a pipe would take them (or standard output to its `> FILE`). A
+    error written to one buffer as a pipe would take them (or standard output to its `> FILE`; with
+    `stderr_apart`, standard error to a buffer of its own, the result's `stderr`). A
     command still running after PAGE_TIMEOUT ends this process with every thread's traceback, as the
     subprocess's timeout ended the command (xdist reports the test's worker as crashed)."""
-    printed = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+    printed = _buffer()
+    errors = _buffer() if stderr_apart else printed
     target = (folder / command.stdout_to).open("w", encoding="utf-8") if command.stdout_to else printed
     umask = os.umask(0o077)
     os.umask(umask)
@@ -270,7 +274,7 @@ def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subproc
     faulthandler.dump_traceback_later(PAGE_TIMEOUT, exit=True, file=sys.__stderr__)
     try:
         with mock.patch.dict(os.environ, {**env, **command.settings}, clear=True), contextlib.chdir(folder):
-            with contextlib.redirect_stdout(target), contextlib.redirect_stderr(printed):
+            with contextlib.redirect_stdout(target), contextlib.redirect_stderr(errors):
                 code = _PROGRAMS[command.argv[0]](command.argv)
     finally:
         faulthandler.cancel_dump_traceback_later()
@@ -279,7 +283,14 @@ def run_in_process(command: Plain, folder: Path, env: dict[str, str]) -> subproc
         if target is not printed:
             target.close()
     printed.seek(0)
-    return subprocess.CompletedProcess(command.argv, code, printed.read(), None)
+    errors.seek(0)
+    return subprocess.CompletedProcess(
+        command.argv, code, printed.read(), errors.read() if stderr_apart else None
+    )
+
+
+def _buffer() -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
 
 
 _ALREADY_IMPORTED = ["-W", "ignore:Module already imported:pytest.PytestAssertRewriteWarning"]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -16,12 +15,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from sqlalchemy import make_url, text
 
 from pytest_helmbench.storage.engine import make_engine
 from tests.benchfiles import SESSION_ADDOPTS
+from tests.docpages import Plain, run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = ROOT / "benchmark"
@@ -112,24 +111,13 @@ def _run_judged(db_url: str, folder: Path, sample: int) -> None:
 
 
 def helmbench(*args: str, db_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`helmbench ARGS --db URL` in `cwd`, run in this process as the console script runs it (its umask,
-    077, and the tests' environment; typer's runner keeps stdout and stderr apart): a subprocess cost
-    0.7 s of CPU to start, and the workbench tests call it some thirty times. An exception the command
-    does not handle fails the test, as a traceback on a user's terminal would be a bug. Tests of the
-    process itself (tests/test_cli_conventions.py, the server) start one."""
-    from typer.testing import CliRunner
-
-    from pytest_helmbench.cli import app
-
-    mask = os.umask(0o077)
-    try:
-        with contextlib.chdir(cwd), mock.patch.dict(os.environ, env(), clear=True):
-            result = CliRunner().invoke(app, [*args, "--db", db_url])
-    finally:
-        os.umask(mask)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return subprocess.CompletedProcess([HELMBENCH, *args], result.exit_code, result.stdout, result.stderr)
+    """`helmbench ARGS --db URL` in `cwd` with the tests' environment, run in this process by the
+    console script's own `main` (its umask, its exit status; docpages' runner, standard error apart): a
+    subprocess cost 0.7 s of CPU to start, and the workbench tests call it some thirty times. An
+    exception the command does not handle fails the test, as a traceback on a user's terminal would be
+    a bug. Tests of the process itself (tests/test_cli_conventions.py, the server) start one."""
+    command = Plain({}, ["helmbench", *args, "--db", db_url], None)
+    return run_in_process(command, cwd, env(), stderr_apart=True)
 
 
 def sql(db_url: str, statement: str, **params: object) -> list[tuple]:
