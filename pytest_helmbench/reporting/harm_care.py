@@ -162,22 +162,38 @@ def _sheet(result: CaseResult) -> ReplySheet | None:
 
 
 def _clusters(
-    results: Iterable[CaseResult], sheet_of: Callable[[CaseResult], ReplySheet | None] = _sheet
-) -> tuple[list[_Cluster], list[_Cluster], dict[Status, int]]:
-    """Per scenario (code order) and per reply (canonical order) sums of the scored results; counts."""
+    results: Sequence[CaseResult], sheet_of: Callable[[CaseResult], ReplySheet | None] = _sheet
+) -> tuple[list[_Cluster], dict[Status, int]]:
+    """Per scenario (code order) sums of the scored results; counts."""
     counts = dict.fromkeys(Status, 0)
     scenarios: dict[str, _Cluster] = {}
-    replies: list[tuple[tuple[Any, ...], _Cluster]] = []
     for result in results:
         counts[result.status] += 1
         if not result.scored:
             continue
+        cluster = scenarios.get(result.scenario)
+        if cluster is None:
+            control = result.risk == CONTROL_RISK
+            cluster = scenarios[result.scenario] = _Cluster(0.0, result.critical, control)
+        cluster.add(result, sheet_of(result))
+    for cluster in scenarios.values():
+        cluster.weight = cluster.weight or 1.0  # no sheet at all: a Result stored before version 3
+    return [scenarios[code] for code in sorted(scenarios, key=code_sort_key)], counts
+
+
+def _reply_clusters(
+    results: Sequence[CaseResult], sheet_of: Callable[[CaseResult], ReplySheet | None]
+) -> list[_Cluster]:
+    """One cluster per scored reply, in canonical order: what a single scenario's interval resamples.
+    Built only then: its sort key (a sheet's repr) costs more than every figure of a breakdown."""
+    replies: list[tuple[tuple[Any, ...], _Cluster]] = []
+    for result in results:
+        if not result.scored:
+            continue
         sheet = sheet_of(result)
-        control = result.risk == CONTROL_RISK
-        cluster = scenarios.setdefault(result.scenario, _Cluster(0.0, result.critical, control))
-        cluster.add(result, sheet)
-        one = _Cluster(0.0, result.critical, control)
+        one = _Cluster(0.0, result.critical, result.risk == CONTROL_RISK)
         one.add(result, sheet)
+        one.weight = one.weight or 1.0
         key = (
             code_sort_key(result.case_code),
             result.model,
@@ -188,10 +204,7 @@ def _clusters(
             repr(sheet),
         )
         replies.append((key, one))
-    for cluster in [*scenarios.values(), *(one for _, one in replies)]:
-        cluster.weight = cluster.weight or 1.0  # no sheet at all: a Result stored before version 3
-    ordered = [scenarios[code] for code in sorted(scenarios, key=code_sort_key)]
-    return ordered, [one for _, one in sorted(replies, key=lambda item: item[0])], counts
+    return [one for _, one in sorted(replies, key=lambda item: item[0])]
 
 
 def harm_care(
@@ -204,13 +217,13 @@ def harm_care(
     not to (breakdowns of many groups skip them). `sheet_of` reads a result's sheet (a turn's, for the
     figures by turn)."""
     records = list(results)
-    scenarios, replies, counts = _clusters(records, sheet_of)
+    scenarios, counts = _clusters(records, sheet_of)
     rows = [cluster.row() for cluster in scenarios]
     totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0.0] * 10
     found: dict[str, Figure | None] = {}
     bounds: tuple[tuple[float, float] | None, ...] = (None,) * len(FIGURES)
     if intervals and rows:
-        clusters = rows if len(rows) > 1 else [one.row() for one in replies]
+        clusters = rows if len(rows) > 1 else [one.row() for one in _reply_clusters(records, sheet_of)]
         bounds = cluster_ratio_intervals(clusters, _RATIOS)
     sizes = _sizes(scenarios)
     for name, (num, den), bound in zip(FIGURES, _RATIOS, bounds, strict=True):
