@@ -424,6 +424,41 @@ def pytest_collection_finish(session):
     assert gc.get_freeze_count() == before
 
 
+def test_what_the_run_keeps_is_frozen_as_it_grows(pytester, bench, helm_env, monkeypatch):
+    """Every RUN_FREEZE_EVERY reports the run's own objects are frozen too (full collections during a
+    long run then skip its reports); nothing stays frozen afterwards."""
+    import gc
+
+    from pytest_helmbench.plugin import gc_tuning
+
+    monkeypatch.setattr(gc_tuning, "RUN_FREEZE_EVERY", 6)  # 8 cases, 3 reports each
+    pytester.makeconftest("""
+import gc, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    print("\\nFROZEN-COLLECTED:%d" % gc.get_freeze_count())
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        print("\\nFROZEN-RUNNING:%d" % gc.get_freeze_count())
+""")
+    before = gc.get_freeze_count()
+    result = run(pytester, "-s", "-p", "no:xdist")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+    counts = {
+        name: [int(line.split(":")[1]) for line in result.outlines if line.startswith(f"FROZEN-{name}:")]
+        for name in ("COLLECTED", "RUNNING")
+    }
+    collected, running = counts["COLLECTED"], counts["RUNNING"]
+    assert len(collected) == 1 and len(running) == 8, counts
+    # frozen objects only die off until the sixth report (the second case's teardown), when the
+    # reports and outcomes so far join them
+    assert running[0] <= collected[0] and running[1] > running[0] + 1000, counts
+    assert gc.get_freeze_count() == before
+
+
 def test_objects_are_frozen_again_when_the_process_exits(pytester, bench, helm_env):
     """The interpreter's last collections would scan every item and report again (0.3-0.7 s a run)."""
     pytester.makeconftest("""

@@ -31,6 +31,7 @@ from ..reporting.terminal import SessionSummary, summary_lines
 from ..reporting.verdict import exit_decision
 from ..status import RunStatus
 from ..suite.cases import Case
+from . import gc_tuning
 from .state import HelmbenchState
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class ControllerHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Stored before the terminal shows the case as finished: a kill never loses a reported case."""
+        gc_tuning.freeze_as_the_run_grows(self.state.config)
         payload = getattr(report, "helmbench", None)
         if payload:
             state = self.state
