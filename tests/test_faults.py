@@ -1061,11 +1061,11 @@ def test_a_keyed_run_refuses_a_shard_whose_selection_content_or_layout_differs(t
     #30.7: one with an edited scenario, or another layout, would mix two measurements in one run.
     Each is refused (exit 4, what differs and the fix) before any call, the run untouched, also when
     resumed; then the matching shards complete the run with every case exactly once."""
-    from tests.test_fleet import BAD, GOOD, KEY, _project, _results, _runs, _stored_once, finish, shard
+    from tests.test_fleet import BAD, GOOD, KEY, _project, _results, _runs, _stored_once, alone
 
     db_url = f"sqlite:///{tmp_path / 'fleet.db'}"
     project, codes = _project(tmp_path)
-    ((status, output),) = finish([shard(project, db_url, 1)])
+    status, output = alone(project, db_url, 1)
     assert status in (0, 1), output[-3000:]
     stored = lambda: (query(db_url, "select * from evaluationrun order by id"), _results(db_url))  # noqa: E731
     before, sent = stored(), len(helm_env.chat_requests)
@@ -1081,15 +1081,13 @@ def test_a_keyed_run_refuses_a_shard_whose_selection_content_or_layout_differs(t
     for extra, says in mismatches:
         if not extra:  # an edited perturbation: the same cases, other words
             scenario.write_text(original.replace("powerhouse", "power plant"))
-        ((status, output),) = finish(
-            [shard(project, db_url, 2 if "--helmbench-resume" not in extra else 1, *extra)]
-        )
+        status, output = alone(project, db_url, 2 if "--helmbench-resume" not in extra else 1, *extra)
         assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
         assert says in output and f"--helmbench-run-key {KEY}" in output, output[-3000:]
         assert len(helm_env.chat_requests) == sent, f"a refused process paid for calls: {extra}"
         assert stored() == before, f"a refused process changed the run: {extra}"
     scenario.write_text(original)
-    outputs = finish([shard(project, db_url, k) for k in (2, 3)])
+    outputs = [alone(project, db_url, k) for k in (2, 3)]
     assert all(status in (0, 1) for status, _ in outputs), [o[-2000:] for _, o in outputs]
     runs = _runs(db_url)
     for model in (GOOD, BAD):

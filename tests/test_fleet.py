@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pytest_helmbench.cli import app
+from tests import docpages
 from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 from tests.openrouter_server import Reply
@@ -60,9 +61,26 @@ def shard(project: Path, db_url: str, k: int | None, *extra: str) -> subprocess.
 def finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
     done = [(p.wait(timeout=300), p.communicate()[0]) for p in processes]
     for _, output in done:
-        for sign in ("INTERNALERROR", "Traceback", "RESULTS NOT RECORDED"):
-            assert sign not in output, output[-3000:]
+        _no_crash(output)
     return done
+
+
+def alone(project: Path, db_url: str, k: int | None, *extra: str) -> tuple[int, str]:
+    """One process of the fleet while no other runs (a shard run on its own, a refused one): pytest run
+    in this process, as a process of its own would run it (tests/docpages.py), for a second less of CPU
+    than starting one. What runs at the same time as another process is started by `shard`."""
+    args = ["pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    args += [f"--helmbench-db={db_url}", f"--helmbench-run-key={KEY}", *extra]
+    if k is not None:
+        args.append(f"--helmbench-shard={k}/3")
+    done = docpages.run_in_process(docpages.Plain({}, args, None), project, dict(os.environ))
+    _no_crash(done.stdout)
+    return done.returncode, done.stdout
+
+
+def _no_crash(output: str) -> None:
+    for sign in ("INTERNALERROR", "Traceback", "RESULTS NOT RECORDED"):
+        assert sign not in output, output[-3000:]
 
 
 def _runs(db_url: str) -> dict[str, tuple]:
@@ -144,7 +162,7 @@ def test_a_process_that_does_not_fit_the_keys_run_is_refused_before_it_calls_any
     """Another shard count, other answer-deciding settings or another benchmark.yml: exit 4 with what
     differs, before a single call; the run and its Results stay as they were."""
     project, _ = _project(tmp_path)
-    ((status, output),) = finish([shard(project, db_url, 1)])
+    status, output = alone(project, db_url, 1)
     assert status in (0, 1), output[-3000:]
     before = (query(db_url, "select id, status from evaluationrun order by id"), _results(db_url))
     sent = len(helm_env.chat_requests)
@@ -157,18 +175,16 @@ def test_a_process_that_does_not_fit_the_keys_run_is_refused_before_it_calls_any
         ),
     ]
     for extra, says in mismatches:
-        ((status, output),) = finish([shard(project, db_url, None, *extra)])
+        status, output = alone(project, db_url, None, *extra)
         assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
         assert says in output and "--helmbench-run-key pipeline-7" in output, output[-3000:]
     # A shard resumed with other settings would leave the run half one thing, half another.
-    ((status, output),) = finish(
-        [shard(project, db_url, 1, "--helmbench-resume", "--helmbench-temperature=0.7")]
-    )
+    status, output = alone(project, db_url, 1, "--helmbench-resume", "--helmbench-temperature=0.7")
     assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
     assert "was started with other settings (temperature 0.0 there, 0.7 here" in output, output[-3000:]
     yml = project / "benchmark" / "benchmark.yml"
     yml.write_text(yml.read_text().replace("description: test", "description: edited"))
-    ((status, output),) = finish([shard(project, db_url, 2)])
+    status, output = alone(project, db_url, 2)
     assert status == pytest.ExitCode.USAGE_ERROR, output[-3000:]
     assert "was started with another benchmark.yml" in output, output[-3000:]
     assert len(helm_env.chat_requests) == sent, "a refused process paid for calls"
@@ -241,7 +257,8 @@ def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_
     tmp_path, db_url, helm_env
 ):
     project, codes = _project(tmp_path)
-    finish([shard(project, db_url, 1), shard(project, db_url, 2)])
+    alone(project, db_url, 1)
+    alone(project, db_url, 2)
     assert {status for _, status, *_ in _runs(db_url).values()} == {"running"}  # shard 3 still to come
     # A run still running has no figures yet: the shard that ends it stores the whole run's.
     stored = [
@@ -249,13 +266,13 @@ def test_an_interrupted_shard_leaves_the_run_resumable_and_its_resume_completes_
         for (v,) in query(db_url, "select scores from evaluationrun")
     ]
     assert stored == [None, None]
-    ((status, output),) = finish([shard(project, db_url, 3, "--helmbench-max-cost=0.0000001")])
+    status, output = alone(project, db_url, 3, "--helmbench-max-cost=0.0000001")
     assert "cost ceiling" in output, output[-3000:]  # the key's spend is over it: every case skipped
     runs = _runs(db_url)
     assert {status for _, status, *_ in runs.values()} == {"interrupted"}
     skipped = "select count(*) from result where status = 'skipped'"
     assert query(db_url, skipped)[0][0] > 0, "the ceiling skipped nothing: this test proves nothing"
-    ((status, output),) = finish([shard(project, db_url, 3, "--helmbench-resume")])
+    status, output = alone(project, db_url, 3, "--helmbench-resume")
     assert status in (0, 1), output[-3000:]
     assert _total(output, len(codes)), output[-3000:]  # the last shard shows the whole run
     assert query(db_url, skipped)[0][0] == 0  # the resumed shard ran what the ceiling skipped
