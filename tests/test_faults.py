@@ -27,6 +27,7 @@ from pytest_helmbench.storage.engine import (
     upgrade,
 )
 from pytest_helmbench.storage.recorder import Recorder
+from tests import docpages
 from tests.benchfiles import make_outcomes, write_benchmark
 from tests.dbquery import query
 
@@ -373,6 +374,14 @@ def pytest_run(project: Path, *args: str, **popen: object) -> subprocess.Complet
     )
 
 
+def pytest_here(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pytest ARGS` in `folder` run in this process, as a process of its own would run it
+    (docpages.run_in_process), standard error apart: for a run after the one whose process a test
+    kills, crashes or fills up (a resume), which needs no process of its own; a second less each."""
+    command = docpages.Plain({}, ["pytest", "-p", "no:cacheprovider", *args], None)
+    return docpages.run_in_process(command, folder, dict(os.environ), stderr_apart=True)
+
+
 def new_project(tmp_path: Path) -> tuple[Path, str, int]:
     """A project with 24 cases and its (created) SQLite database: (folder, URL, pages it holds)."""
     project = tmp_path / "project"
@@ -412,7 +421,9 @@ def test_a_full_disk_stops_every_call_and_the_session_exits_non_zero(tmp_path, h
     assert query(url, "select status from evaluationrun") == [("interrupted",)]
 
     (project / "conftest.py").unlink()  # room again
-    resumed = pytest_run(project, "--helmbench-resume", "--helmbench-cache=off")
+    resumed = pytest_here(
+        project, "benchmark", "-p", "no:randomly", "--helmbench-resume", "--helmbench-cache=off"
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert query(url, "select status from evaluationrun") == [("completed",)]
     assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
@@ -437,7 +448,7 @@ def test_a_crashed_worker_is_an_error_and_a_resume_runs_exactly_that_case(tmp_pa
     sent = len(helm_env.chat_requests)
     assert sent == cases  # the crashed case's call was made before the worker died
 
-    resumed = pytest_run(project, "-n", "2", "--helmbench-resume", "--helmbench-cache=off")
+    resumed = pytest_here(project, "benchmark", "-n", "2", "--helmbench-resume", "--helmbench-cache=off")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert f"resume: {cases - 1} case(s) already finished were not run again" in resumed.stdout
     assert len(helm_env.chat_requests) == sent + 1
@@ -447,7 +458,7 @@ def test_a_crashed_worker_is_an_error_and_a_resume_runs_exactly_that_case(tmp_pa
     assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
     assert_counters_agree(url)
 
-    again = pytest_run(project, "-n", "2", "--helmbench-resume")
+    again = pytest_here(project, "benchmark", "-n", "2", "--helmbench-resume")
     assert again.returncode == 0, again.stdout[-3000:]
     assert "nothing to resume: no incomplete run of openai/gpt-4o-mini" in again.stdout + again.stderr
     assert len(helm_env.chat_requests) == sent + 1
@@ -556,7 +567,9 @@ def test_sigterm_is_handled_like_ctrl_c_and_a_resume_completes_the_run(tmp_path,
     assert query(url, "select status from evaluationrun") == [("interrupted",)]
     assert list(temp.iterdir()) == [], "temporary files were left behind"
 
-    resumed = pytest_run(project, "--helmbench-resume", "--helmbench-cache=off")
+    resumed = pytest_here(
+        project, "benchmark", "-p", "no:randomly", "--helmbench-resume", "--helmbench-cache=off"
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert query(url, "select status from evaluationrun") == [("completed",)]
     assert query(url, "select count(*), count(distinct case_code) from result") == [(cases, cases)]
@@ -1035,13 +1048,7 @@ def test_a_conversation_killed_mid_way_is_resumed_without_paying_again(pytester,
     ]
 
     before = len(helm_env.chat_requests)
-    resumed = subprocess.run(
-        [*args, "--helmbench-resume", "--helmbench-retries=0"],
-        cwd=pytester.path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = pytest_here(pytester.path, *args[3:], "--helmbench-resume", "--helmbench-retries=0")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "nothing to resume" not in resumed.stdout + resumed.stderr
     again = [r.model for r in helm_env.chat_requests[before:]]

@@ -20,6 +20,7 @@ from openrouter_server import FakeOpenRouter, Reply
 
 from pytest_helmbench.providers.ratelimit import AdaptiveLimiter, chained
 from tests.dbquery import rows
+from tests.test_faults import pytest_here
 
 GOOD = {"category": "ANSWER", "response": "Mitochondria."}
 WRONG = {"category": "HANDOFF", "response": "Please call a helpline."}
@@ -438,23 +439,7 @@ def test_sigkill_then_resume_completes_the_same_run_without_paying_twice(project
     assert changed
     paid_before = len(helm_env.chat_requests)
 
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benchmark",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--helmbench-resume",
-            "--helmbench-cache=off",
-        ],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    resumed = pytest_here(project, "benchmark", "-q", "--helmbench-resume", "--helmbench-cache=off")
     assert resumed.returncode == 0, resumed.stdout[-2000:]
     assert (
         f"resume: {len(finished) - len(changed)} case(s) already finished were not run again; "
