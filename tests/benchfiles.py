@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,15 @@ if TYPE_CHECKING:
 DEV_PLUGINS = ("randomly", "hypothesispytest", "rerunfailures", "timeout", "cov")
 SESSION_ADDOPTS = " ".join(f"-p no:{name}" for name in DEV_PLUGINS)
 COMPAT_ADDOPTS = "-p no:randomly -p no:hypothesispytest"
+
+
+def terminal_sigint() -> None:
+    """A process a test will Ctrl-C (`preexec_fn`, in the child before exec): SIGINT as in a terminal,
+    default and unblocked, even when the suite itself runs as a background job of a shell, which
+    starts it with SIGINT ignored (Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGUSR1})
+
 
 API_KEY = "sk-test-0123456789-secret"  # the only key the fake server accepts; must never leak
 

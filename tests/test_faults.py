@@ -28,7 +28,7 @@ from pytest_helmbench.storage.engine import (
 )
 from pytest_helmbench.storage.recorder import Recorder
 from tests import docpages
-from tests.benchfiles import make_outcomes, write_benchmark
+from tests.benchfiles import make_outcomes, terminal_sigint, write_benchmark
 from tests.dbquery import query
 
 pytestmark = pytest.mark.e2e  # starts pytest, servers or processes: out of `dev.py test --quick`
@@ -588,6 +588,7 @@ def test_ctrl_c_says_interrupted_how_to_resume_and_counts_what_was_stored(tmp_pa
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=terminal_sigint,
     )
     deadline = time.monotonic() + 60
     while query(url, "select count(*) from result")[0][0] < 4 and time.monotonic() < deadline:

@@ -24,6 +24,7 @@ from pytest_helmbench.providers.local import weights as lw
 from pytest_helmbench.providers.local.ids import LOCAL_PREFIX, LocalProviderError, is_local_model
 from pytest_helmbench.providers.local.server import LocalServer, default_threads
 from pytest_helmbench.providers.local.weights import ALIASES, WeightsSource, resolve_weights
+from tests.benchfiles import terminal_sigint
 
 FAKE_MODULE = "helmbench_fake_weights_pkg"
 FAKE_CONTENT = b"GGUF" + bytes(range(256)) * 64
@@ -506,12 +507,6 @@ def test_child_never_outlives_its_parent(fake_backend: Path, tmp_path: Path, how
             parent.wait()
 
 
-def _terminal_sigint() -> None:
-    """In the child before exec: SIGINT as in a terminal (default, unblocked), even under a shell job."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGUSR1})
-
-
 def _hang_report(parent: subprocess.Popen[bytes], tmp_path: Path) -> str:
     """What a hung parent was doing: its signal masks, its Python stack (faulthandler), the server log."""
     status = Path(f"/proc/{parent.pid}/status")
@@ -553,7 +548,7 @@ def _start_in_subprocess(
             stdout=subprocess.PIPE,
             stderr=stderr,
             env=env,
-            preexec_fn=_terminal_sigint,
+            preexec_fn=terminal_sigint,
         )
     assert parent.stdout is not None
     line = parent.stdout.readline().decode().split()
@@ -741,7 +736,12 @@ def test_helmbench_local_server_serves_the_model_with_its_key_until_ctrl_c(tmp_p
         "1",
     ]
     child = subprocess.Popen(
-        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=terminal_sigint,
     )
     try:
         lines = []

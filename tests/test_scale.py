@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, write, write_benchmark
+from benchfiles import CRITERIA, MODELS, STRICT_SCHEMA, terminal_sigint, write, write_benchmark
 from openrouter_server import FakeOpenRouter, Reply
 
 from pytest_helmbench.providers.ratelimit import AdaptiveLimiter, chained
@@ -199,6 +199,7 @@ def _session(project: Path, output: Path, *options: str) -> subprocess.Popen[byt
             cwd=project,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=terminal_sigint,  # the tests that use it press Ctrl-C
         )
 
 
