@@ -193,9 +193,10 @@ def test_a_process_that_does_not_fit_the_keys_run_is_refused_before_it_calls_any
 
 def test_shards_under_xdist_make_one_run_of_the_whole_selection(tmp_path, db_url, helm_env):
     """Each shard runs under `-n 2`: its controller sees only the node ids left after the split, yet
-    the run records what every shard selected together (not a subset), and is completed once."""
+    the run records what every shard selected together (not a subset), and is completed once. (One
+    after another: that shards overlap is the test above's.)"""
     project, codes = _project(tmp_path)
-    outputs = finish([shard(project, db_url, k, "-n", "2") for k in (1, 2, 3)])
+    outputs = [alone(project, db_url, k, "-n", "2") for k in (1, 2, 3)]
     for status, output in outputs:
         assert status in (0, 1), output[-3000:]
         assert "subset" not in output, output[-3000:]
@@ -226,7 +227,7 @@ def test_a_stop_and_the_cost_ceiling_hold_across_the_processes_of_a_key(tmp_path
     per_call = 0.00014  # the server's cost of a call without a price list
     ceiling = 8 * per_call
     limits = ["--helmbench-max-cost", str(ceiling), "--helmbench-concurrency=2"]
-    first = finish([shard(project, db_url, 1, *limits)])  # meets the bad key: the model is stopped
+    first = [alone(project, db_url, 1, *limits)]  # meets the bad key: the model is stopped
     assert "STOPPED vendor/other" in first[0][1], first[0][1][-3000:]
     bad_calls = [r for r in helm_env.chat_requests if (r.body or {}).get("model") == BAD]
     assert len(bad_calls) == 1, "the first call of a model goes alone: one 401"
