@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpcore  # noqa: F401
 import pytest
+from _pytest.unraisableexception import gc_collect_iterations_key
 from hypothesis import settings
 
 import pytest_helmbench
@@ -55,6 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
     controller = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
     if not controller:
         gc.set_threshold(*GC_THRESHOLD)
+        # pytest's two full collections as it ends (for unraisable exceptions, which each test's phases
+        # still collect) scanned the worker's whole heap: seconds at the very end of the suite, as
+        # pytester's in-process runs, which skip them, know
+        config.stash[gc_collect_iterations_key] = 0
         _import_what_sessions_import()
 
 
