@@ -320,10 +320,13 @@ def _pytest(args: list[str]) -> int:
 
 
 def _helmbench(argv: list[str]) -> int:
-    """The console script's main with `argv`."""
+    """The console script's main with `argv`, as the script runs it: its main module in no package,
+    else click names the program after the package (`Usage: python -m pytest.helmbench` in a serial
+    `python -m pytest` run of these tests), not `helmbench` from argv[0]."""
     from pytest_helmbench.cli import main
 
-    return _exit_status(main, argv)
+    with mock.patch.object(sys.modules["__main__"], "__package__", None):
+        return _exit_status(main, argv)
 
 
 def _python(argv: list[str]) -> int:
