@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..codes import SCENARIO_DIR, code_sort_key
 from ..errors import BenchmarkError
 from .cases import expand
 from .evaluation_spec import JudgedView, valid_rubric
 from .files import BenchmarkFiles
 from .gold import Gold, check_gold, normalise_gold
-from .markdown import DEFAULT_MAX_FILE_SIZE, load_yaml
+from .markdown import DEFAULT_MAX_FILE_SIZE, load_yaml_node
 from .model import Criteria, Scenario, content_hash
-from .yaml_lines import YamlReader
 
 CALIBRATION_DIR = "calibration"
 CASE_CODE = re.compile(r"^(P[1-9]\d*-B[1-9]\d*-S[1-9]\d*)-C[1-9]\d*(-U[1-9]\d*)?-PT[1-9]\d*$")
@@ -161,9 +162,8 @@ def _read_set(folder: Path, names: list[str], files: BenchmarkFiles, free_names:
     seen: dict[str, Path] = {}
     for name in names:
         path = folder / name
-        text = files.read_text(path)
-        data = load_yaml(text, path)
-        for item in parse_calibration_file(data, path, _item_lines(path, text), free_names):
+        data, node = load_yaml_node(files.read_text(path), path)
+        for item in parse_calibration_file(data, path, _item_lines(node), free_names):
             if item.id in seen:
                 raise BenchmarkError(
                     path,
@@ -176,12 +176,15 @@ def _read_set(folder: Path, names: list[str], files: BenchmarkFiles, free_names:
     return CalibrationSet(tuple(items))
 
 
-def _item_lines(path: Path, text: str) -> Lines:
-    """The line each item starts on (the text has already loaded, so it composes)."""
-    reader = YamlReader(path, text)
-    return {
-        where[1] + 1: line for where, line in reader.lines.items() if len(where) == 2 and where[0] == "items"
-    }
+def _item_lines(root: yaml.Node | None) -> Lines:
+    """The line each item starts on, from the node the file's data was built from (a repeated `items`
+    key: the last one's, the one loading keeps)."""
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    found = [value for key, value in root.value if key.value == "items"]
+    if not found or not isinstance(found[-1], yaml.SequenceNode):
+        return {}
+    return {index: item.start_mark.line + 1 for index, item in enumerate(found[-1].value, 1)}
 
 
 def parse_calibration_file(

@@ -232,14 +232,24 @@ def yaml_compose(text: str) -> yaml.Node | None:
 
 def yaml_load(text: str) -> Any:
     """Load YAML safely, refusing aliases and deep nesting; errors are PyYAML's (see load_yaml)."""
+    return _load_with_node(text)[0]
+
+
+def _load_with_node(text: str) -> tuple[Any, yaml.Node | None]:
     node = yaml_compose(text)
-    return None if node is None else SafeConstructor().construct_document(node)
+    return (None if node is None else SafeConstructor().construct_document(node)), node
 
 
 def load_yaml(text: str, path: Path, first_line: int = 1) -> Any:
     """Load YAML safely; errors name the file and the line within it."""
+    return load_yaml_node(text, path, first_line)[0]
+
+
+def load_yaml_node(text: str, path: Path, first_line: int = 1) -> tuple[Any, yaml.Node | None]:
+    """The loaded data and the node it was built from (where each part starts: lines for errors,
+    without composing the text twice); errors as load_yaml's."""
     try:
-        return yaml_load(text)
+        return _load_with_node(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line

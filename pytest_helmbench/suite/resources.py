@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import BenchmarkError
 from .files import BenchmarkFiles
-from .markdown import load_yaml
+from .markdown import load_yaml_node
 from .yaml_lines import Where, YamlReader
 
 RESOURCES_FILE = "resources.yml"
@@ -187,8 +187,8 @@ def require_resources(resources: CrisisResources | None, root: Path, scenario_pa
 
 def parse_resources(text: str, path: Path) -> CrisisResources:
     """Parse the text of a resources.yml; every problem is a BenchmarkError with file, line and fix."""
-    data = load_yaml(text, path)  # syntax errors, aliases and deep nesting, with their line
-    reader = YamlReader(path, text)
+    data, node = load_yaml_node(text, path)  # syntax errors, aliases and deep nesting, with their line
+    reader = YamlReader(path, node)
     reader.check_duplicates()
     if not isinstance(data, dict):
         reader.fail((), "must be a YAML mapping with a 'locales:' key", "start the file with 'locales:'")

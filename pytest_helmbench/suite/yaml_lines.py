@@ -27,11 +27,13 @@ class YamlReader:
     Lines come from composing the same text into YAML nodes (yaml_compose: no alias reaches
     here), which also finds the duplicate keys that loading silently drops."""
 
-    def __init__(self, path: Path, text: str) -> None:
+    def __init__(self, path: Path, text: str | yaml.Node | None) -> None:
+        """`text`: the file's text, or the node its data was loaded from (markdown.load_yaml_node: the
+        text is not composed a second time)."""
         self.path = path
         self.lines: dict[Where, int] = {}
         self.duplicates: list[tuple[Where, int]] = []
-        root = yaml_compose(text)
+        root = yaml_compose(text) if isinstance(text, str) else text
         if root is not None:
             self._walk(root, ())
 
