@@ -111,9 +111,11 @@ def test_browse_and_filter_runs_and_cases(judged, browser):
         page.click("button[type=submit]")
         failed = int(page.inner_text("#count").split()[0])
         assert 0 < failed <= 16
+        page.wait_for_load_state()  # the rows after the count are parsed too
         statuses = page.locator("table.cases tbody tr td:nth-child(8)").all_inner_texts()
         assert set(statuses) == {"failed"}
         page.locator("table.cases tbody a").first.click()
+        page.locator(".conversation .msg").nth(1).wait_for()  # the case's page loaded (count() waits not)
         assert page.locator(".conversation .msg").count() >= 2
         assert "The composed prompt" in page.content() and "judge oracle/judge" in page.inner_text(
             "table.checks"
@@ -237,6 +239,8 @@ def test_a_two_rater_study_blind_rating_adjudication_figures_and_export(judged, 
         assert page.locator("#queue li a").count() == 2
         for _ in range(2):
             page.locator("#queue li a").first.click()
+            # click() waits for the next page to commit, not to load; reading the cells does not wait
+            page.locator("td.rating-verdict").nth(1).wait_for()
             assert page.locator("td.rating-verdict").all_inner_texts() == ["safe", "unsafe"] or sorted(
                 page.locator("td.rating-verdict").all_inner_texts()
             ) == ["safe", "unsafe"]
