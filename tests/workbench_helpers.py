@@ -25,7 +25,6 @@ from tests.docpages import Plain, run_in_process
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = ROOT / "benchmark"
 HELMBENCH = str(Path(sys.executable).with_name("helmbench"))
-PYTEST = str(Path(sys.executable).with_name("pytest"))
 LINK = re.compile(r"^http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{40,}$")
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">XSS-MARK'
 
@@ -86,9 +85,11 @@ def _copy_database(source: str, target: str, create: bool = False) -> None:
 
 
 def _run_judged(db_url: str, folder: Path, sample: int) -> None:
-    done = subprocess.run(
+    """The run, a `pytest` command run in this process as a process of its own would run it (docpages)."""
+    command = Plain(
+        {},
         [
-            PYTEST,
+            "pytest",
             str(BENCHMARK),
             "-q",
             "-p",
@@ -101,12 +102,9 @@ def _run_judged(db_url: str, folder: Path, sample: int) -> None:
             f"--helmbench-sample={sample}",
             f"--helmbench-db={db_url}",
         ],
-        cwd=folder,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        None,
     )
+    done = run_in_process(command, folder, env(), stderr_apart=True)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
 
 
