@@ -27,13 +27,13 @@ class YamlReader:
     Lines come from composing the same text into YAML nodes (yaml_compose: no alias reaches
     here), which also finds the duplicate keys that loading silently drops."""
 
-    def __init__(self, path: Path, text: str | yaml.Node | None) -> None:
-        """`text`: the file's text, or the node its data was loaded from (markdown.load_yaml_node: the
+    def __init__(self, path: Path, source: str | yaml.Node | None) -> None:
+        """`source`: the file's text, or the node its data was loaded from (markdown.load_yaml_node: the
         text is not composed a second time)."""
         self.path = path
         self.lines: dict[Where, int] = {}
         self.duplicates: list[tuple[Where, int]] = []
-        root = yaml_compose(text) if isinstance(text, str) else text
+        root = yaml_compose(source) if isinstance(source, str) else source
         if root is not None:
             self._walk(root, ())
 
