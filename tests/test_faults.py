@@ -376,10 +376,9 @@ def pytest_run(project: Path, *args: str, **popen: object) -> subprocess.Complet
 
 def pytest_here(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`pytest ARGS` in `folder` run in this process, as a process of its own would run it
-    (docpages.run_in_process), standard error apart: for a run after the one whose process a test
+    (docpages.run_pytest), standard error apart: for a run after the one whose process a test
     kills, crashes or fills up (a resume), which needs no process of its own; a second less each."""
-    command = docpages.Plain({}, ["pytest", "-p", "no:cacheprovider", *args], None)
-    return docpages.run_in_process(command, folder, dict(os.environ), stderr_apart=True)
+    return docpages.run_pytest(["-p", "no:cacheprovider", *args], folder, dict(os.environ), stderr_apart=True)
 
 
 def new_project(tmp_path: Path) -> tuple[Path, str, int]:

@@ -67,13 +67,13 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
 
 def alone(project: Path, db_url: str, k: int | None, *extra: str) -> tuple[int, str]:
     """One process of the fleet while no other runs (a shard run on its own, a refused one): pytest run
-    in this process, as a process of its own would run it (tests/docpages.py), for a second less of CPU
+    in this process, as a process of its own would run it (docpages.run_pytest), for a second less of CPU
     than starting one. What runs at the same time as another process is started by `shard`."""
-    args = ["pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    args = ["benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     args += [f"--helmbench-db={db_url}", f"--helmbench-run-key={KEY}", *extra]
     if k is not None:
         args.append(f"--helmbench-shard={k}/3")
-    done = docpages.run_in_process(docpages.Plain({}, args, None), project, dict(os.environ))
+    done = docpages.run_pytest(args, project, dict(os.environ))
     _no_crash(done.stdout)
     return done.returncode, done.stdout
 

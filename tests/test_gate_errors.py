@@ -25,7 +25,7 @@ SEED = 1  # --helmbench-seed: which calls the noisy judge gets wrong
 @pytest.fixture(scope="module")
 def errors(tmp_path_factory: pytest.TempPathFactory) -> gate_figures.GateErrors:
     """Both runs once for the module, each a `pytest` command as a user runs it, in this process
-    (docpages.run_in_process: a process of its own would add a second of start-up to each)."""
+    (docpages.run_pytest: a process of its own would add a second of start-up to each)."""
     project = tmp_path_factory.mktemp("gate")
     (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     shutil.copytree(gate_figures.BENCHMARK, project / "benchmark")
@@ -41,8 +41,7 @@ def errors(tmp_path_factory: pytest.TempPathFactory) -> gate_figures.GateErrors:
         args = gate_figures.session_args(
             f"sqlite:///{db}", judge, votes=votes, sample=SAMPLE, seed=SEED, scenarios=scenarios
         )
-        command = docpages.Plain({}, ["pytest", "-p", "no:cacheprovider", *args], None)
-        done = docpages.run_in_process(command, project, env, stderr_apart=True)
+        done = docpages.run_pytest(["-p", "no:cacheprovider", *args], project, env, stderr_apart=True)
         assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
         assert "Traceback" not in done.stdout + done.stderr
         runs[name] = gate_figures.read_run(db)

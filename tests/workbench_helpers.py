@@ -20,7 +20,7 @@ from sqlalchemy import make_url, text
 
 from pytest_helmbench.storage.engine import make_engine
 from tests.benchfiles import SESSION_ADDOPTS
-from tests.docpages import Plain, run_in_process
+from tests.docpages import Plain, run_in_process, run_pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = ROOT / "benchmark"
@@ -85,26 +85,21 @@ def _copy_database(source: str, target: str, create: bool = False) -> None:
 
 
 def _run_judged(db_url: str, folder: Path, sample: int) -> None:
-    """The run, a `pytest` command run in this process as a process of its own would run it (docpages)."""
-    command = Plain(
-        {},
-        [
-            "pytest",
-            str(BENCHMARK),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            f"helmbench_root={BENCHMARK}",
-            "--helmbench-model=oracle/safe,oracle/borderline-unsafe",
-            "--helmbench-marking-model=oracle/judge",
-            "--helmbench-user-model=oracle/user",
-            f"--helmbench-sample={sample}",
-            f"--helmbench-db={db_url}",
-        ],
-        None,
-    )
-    done = run_in_process(command, folder, env(), stderr_apart=True)
+    """The run, a `pytest` command run in this process as a process of its own would run it."""
+    args = [
+        str(BENCHMARK),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        f"helmbench_root={BENCHMARK}",
+        "--helmbench-model=oracle/safe,oracle/borderline-unsafe",
+        "--helmbench-marking-model=oracle/judge",
+        "--helmbench-user-model=oracle/user",
+        f"--helmbench-sample={sample}",
+        f"--helmbench-db={db_url}",
+    ]
+    done = run_pytest(args, folder, env(), stderr_apart=True)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
 
 
